@@ -1,0 +1,58 @@
+"""ndgrad: PyTorch's autograd rebuilt in Python over NumPy arrays (``import ndgrad as torch``).
+
+Layers, bottom up: ``_backend`` (devices, array namespaces), ``autograd.graph``/``grad_mode``
+(nodes, saved tensors), ``_tensor`` (Tensor), ``_ops`` (every op, one dispatch point),
+``autograd`` engine and friends, then libraries (``nn``). See docs/ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+from . import _backend
+from ._backend import Device, device
+from ._dtype import (  # noqa: F401
+    complex64, complex128, dtype, float16, float32, float64, get_default_dtype, int8, int16, int32,
+    int64, promote_types, set_default_dtype, uint8,
+)
+from ._dtype import ALIASES as _ALIASES
+from ._dtype import bool_ as bool  # noqa: A001
+from ._tensor import Size, Tensor
+from . import _ops
+from ._ops.registry import NAMESPACES as _NS
+from ._factories import *  # noqa: F401,F403
+from . import autograd
+from .autograd import api as _autograd_api  # noqa: F401  (attaches Tensor.backward)
+from .autograd.grad_mode import (  # noqa: F401
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
+)
+from . import linalg, special  # noqa: F401
+from . import nn  # noqa: F401
+
+globals().update(_NS[""])
+globals().update(_ALIASES)  # float, double, half, long, int, short, cfloat, cdouble
+
+__version__ = "0.1.0"
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(t) -> bool:
+    return t.is_floating_point()
+
+
+def numel(t) -> int:
+    return t.numel()
+
+
+def result_type(a, b):
+    from ._dtype import result_type as _rt
+
+    return _rt([a, b])
+
+
+def can_cast(from_, to) -> bool:
+    from ._dtype import can_cast as _cc
+
+    return _cc(from_, to)

@@ -1,0 +1,324 @@
+"""Tensor factories (``tensor``, ``zeros``, ``randn``, ``*_like``, ...) and the global RNG.
+
+Factories create leaves: they go straight to ``Tensor._make`` and record nothing.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import _backend
+from . import _dtype as D
+from ._tensor import Tensor
+
+__all__ = [
+    "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace",
+    "eye", "rand", "randn", "randint", "zeros_like", "ones_like", "empty_like", "full_like",
+    "rand_like", "randn_like", "randint_like", "manual_seed", "seed", "initial_seed", "Generator",
+    "default_generator", "get_rng_state", "set_rng_state",
+]
+
+
+# --- random numbers ---
+class Generator:
+    """``torch.Generator``: a seedable source of random numbers (NumPy's PCG64 underneath)."""
+
+    def __init__(self, device="cpu"):
+        self.device = _backend.as_device(device)
+        self._seed = 67280421310721
+        self.rng = np.random.Generator(np.random.PCG64(self._seed))
+
+    def manual_seed(self, seed: int) -> "Generator":
+        self._seed = int(seed)
+        self.rng = np.random.Generator(np.random.PCG64(self._seed))
+        return self
+
+    def seed(self) -> int:
+        s = int(np.random.SeedSequence().entropy % (2**63))
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self) -> Tensor:
+        state = self.rng.bit_generator.state
+        raw = np.frombuffer(repr(state).encode(), dtype=np.uint8).copy()
+        return Tensor._make(raw, None, 0, None)
+
+    def set_state(self, state: Tensor) -> "Generator":
+        import ast
+
+        st = ast.literal_eval(bytes(state._data).decode())
+        self.rng.bit_generator.state = st
+        return self
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed: int) -> Generator:
+    return default_generator.manual_seed(seed)
+
+
+def seed() -> int:
+    return default_generator.seed()
+
+
+def initial_seed() -> int:
+    return default_generator.initial_seed()
+
+
+def get_rng_state() -> Tensor:
+    return default_generator.get_state()
+
+
+def set_rng_state(state: Tensor) -> None:
+    default_generator.set_state(state)
+
+
+def _rng(generator):
+    return (generator or default_generator).rng
+
+
+# --- helpers ---
+def _leaf(arr, requires_grad: bool) -> Tensor:
+    t = Tensor._make(arr, None, 0, None)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _size(size) -> tuple:
+    if len(size) == 1 and not isinstance(size[0], numbers.Integral):
+        size = size[0]
+    return tuple(int(s) for s in size)
+
+
+def _dt(dtype, default=None) -> np.dtype:
+    if dtype is None:
+        return (default or D._default[0]).np
+    return D.to_dtype(dtype).np
+
+
+def _check(device) -> None:
+    if device is not None:
+        _backend.check_device(device)
+
+
+def _infer_dtype(data):
+    """The dtype PyTorch infers for nested Python data (Python floats give the default dtype)."""
+    kinds = set()
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Tensor):
+            kinds.add(("t", x.dtype))
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, (bool, np.bool_)):
+            kinds.add(("k", D.BOOL))
+        elif isinstance(x, numbers.Integral):
+            kinds.add(("k", D.INT))
+        elif isinstance(x, numbers.Real):
+            kinds.add(("k", D.FLOAT))
+        elif isinstance(x, numbers.Complex):
+            kinds.add(("k", D.COMPLEX))
+        else:
+            raise TypeError(f"Could not infer dtype of {type(x).__name__}")
+    best = None
+    for tag, v in kinds:
+        d = v if tag == "t" else {D.BOOL: D.bool_, D.INT: D.int64, D.FLOAT: D._default[0],
+                                   D.COMPLEX: D.default_complex()}[v]
+        best = d if best is None else D.promote_types(best, d)
+    return best or D._default[0]
+
+
+def _to_array(data, dtype):
+    if isinstance(data, Tensor):
+        arr = data._data
+    elif isinstance(data, np.ndarray):
+        arr = data
+    elif isinstance(data, np.generic):
+        arr = np.asarray(data)
+    else:
+        d = D.to_dtype(dtype) if dtype is not None else _infer_dtype(data)
+        arr = np.array(_plain(data), dtype=d.np)
+        return arr
+    if dtype is not None:
+        arr = arr.astype(D.to_dtype(dtype).np, copy=False)
+    return arr
+
+
+def _plain(data):
+    if isinstance(data, Tensor):
+        return data._data
+    if isinstance(data, (list, tuple)):
+        return [_plain(x) for x in data]
+    return data
+
+
+# --- constructors ---
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
+    """Copy ``data`` (nested sequences, a NumPy array, a scalar or a tensor) into a new leaf."""
+    _check(device)
+    arr = np.array(_to_array(data, dtype), copy=True)
+    D.from_np(arr.dtype)
+    return _leaf(arr, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like ``tensor`` but shares memory with a NumPy array or tensor when it can."""
+    _check(device)
+    if isinstance(data, Tensor) and (dtype is None or D.to_dtype(dtype).np == data._data.dtype):
+        return data
+    arr = _to_array(data, dtype)
+    return _leaf(np.asarray(arr), False)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with ``array``."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    D.from_np(array.dtype)
+    return _leaf(array, False)
+
+
+def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
+    _check(device)
+    return _leaf(np.zeros(_size(size), _dt(dtype)), requires_grad)
+
+
+def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
+    _check(device)
+    return _leaf(np.ones(_size(size), _dt(dtype)), requires_grad)
+
+
+def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          memory_format=None) -> Tensor:
+    _check(device)
+    return _leaf(np.empty(_size(size), _dt(dtype)), requires_grad)
+
+
+def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
+    _check(device)
+    if dtype is None:
+        dtype = _infer_dtype(fill_value.item() if isinstance(fill_value, Tensor) else fill_value)
+    return _leaf(np.full(_size((size,)), fill_value, _dt(dtype)), requires_grad)
+
+
+def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+           requires_grad=False) -> Tensor:
+    _check(device)
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) / step < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    if dtype is None:
+        dtype = _infer_dtype([start, end, step])
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    return _leaf(np.arange(*vals).astype(_dt(dtype)), requires_grad)
+
+
+def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False) -> Tensor:
+    _check(device)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    return _leaf(np.linspace(start, end, steps).astype(_dt(dtype)), requires_grad)
+
+
+def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
+    _check(device)
+    return _leaf(np.eye(n, n if m is None else m, dtype=_dt(dtype)), requires_grad)
+
+
+def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+         requires_grad=False) -> Tensor:
+    _check(device)
+    dt = _dt(dtype)
+    if dt.kind != "f":
+        raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{D._FROM_NP[dt].legacy[:-6]}\'')
+    arr = _rng(generator).random(_size(size), dtype=dt if dt.itemsize >= 4 else np.float32).astype(dt, copy=False)
+    return _leaf(arr, requires_grad)
+
+
+def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False) -> Tensor:
+    _check(device)
+    dt = _dt(dtype)
+    if dt.kind not in "fc":
+        raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{D._FROM_NP[dt].legacy[:-6]}\'')
+    arr = _rng(generator).standard_normal(_size(size), dtype=dt if dt.itemsize >= 4 else np.float32)
+    return _leaf(arr.astype(dt, copy=False), requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
+            device=None, requires_grad=False) -> Tensor:
+    _check(device)
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing 1 required positional arguments: \"size\"")
+    arr = _rng(generator).integers(low, high, size=tuple(size))
+    return _leaf(arr.astype(_dt(dtype, D.int64)), requires_grad)
+
+
+def _like(fill):
+    def like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None,
+             generator=None):
+        _check(device)
+        dt = input.dtype if dtype is None else D.to_dtype(dtype)
+        return fill(tuple(input.shape), dt, requires_grad, generator)
+
+    return like
+
+
+zeros_like = _like(lambda s, d, rg, g: zeros(s, dtype=d, requires_grad=rg))
+ones_like = _like(lambda s, d, rg, g: ones(s, dtype=d, requires_grad=rg))
+empty_like = _like(lambda s, d, rg, g: empty(s, dtype=d, requires_grad=rg))
+rand_like = _like(lambda s, d, rg, g: rand(s, dtype=d, requires_grad=rg, generator=g))
+randn_like = _like(lambda s, d, rg, g: randn(s, dtype=d, requires_grad=rg, generator=g))
+
+
+def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None) -> Tensor:
+    return full(tuple(input.shape), fill_value, dtype=input.dtype if dtype is None else dtype,
+                requires_grad=requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(input.shape), dtype=input.dtype if dtype is None else dtype)
+
+
+# --- Tensor.new_* ---
+def _new_factory(fn):
+    def new(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        return fn(_size(size), dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
+
+    return new
+
+
+Tensor.new_zeros = _new_factory(zeros)
+Tensor.new_ones = _new_factory(ones)
+Tensor.new_empty = _new_factory(empty)
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
+              pin_memory=False):
+    return full(size, fill_value, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
+
+
+def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+    return tensor(data, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
+
+
+Tensor.new_full = _new_full
+Tensor.new_tensor = _new_tensor

@@ -1,0 +1,293 @@
+"""Composite ops (plain functions of primitives), conversions and Python operators.
+
+A composite is registered with ``defcomposite`` so that it sits in the op-info table and is
+gradchecked like a primitive; its backward is whatever its primitives record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _backend
+from .. import _dtype as D
+from .._tensor import Tensor
+from .index import index_adv, key_arrays
+from .registry import OPS, defcomposite, defop
+from .samples import nc, sample
+from .shape import index_basic, size_arg
+
+def _call(name):
+    return OPS[name].call
+
+
+# --- copies and conversions ---
+defop("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", lambda x, memory_format: x.copy(),
+      {"self": lambda grad: grad},
+      samples=lambda rng: [sample("2d", rng.standard_normal((3, 4))), sample("nc", nc(rng.standard_normal((3, 4))))])
+
+_to_copy = defop("_to_copy(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+                 lambda x, dtype: x.astype(D.to_dtype(dtype).np) if dtype is not None else x.copy(),
+                 {"self": lambda grad: grad}, method=False, api=False,
+                 samples=lambda rng: [sample("to_f32", rng.standard_normal((3,)), dtype=D.float32),
+                                      sample("same", rng.standard_normal((3,)), dtype=D.float64)]).call
+
+
+def _parse_to(args, kwargs):
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() received an invalid combination of arguments - got unexpected {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, (str, _backend.Device)):
+            device = a
+        elif isinstance(a, bool):
+            copy = a
+        elif a is not None:
+            dtype = D.to_dtype(a)
+    return dtype, device, copy
+
+
+def to(self, *args, **kwargs):
+    """``Tensor.to(dtype)``, ``.to(device)``, ``.to(other)``; returns self when nothing changes."""
+    dtype, device, copy = _parse_to(args, dict(kwargs))
+    if device is not None:
+        _backend.check_device(device)
+    if dtype is not None:
+        dtype = D.to_dtype(dtype)
+        if dtype.np != self._data.dtype:
+            return _to_copy(self, dtype=dtype)
+    return _to_copy(self) if copy else self
+
+
+def _caster(dt):
+    def cast(self, memory_format=None):
+        return to(self, dt)
+
+    return cast
+
+
+Tensor.to = to
+Tensor.float = _caster(D.float32)
+Tensor.double = _caster(D.float64)
+Tensor.half = _caster(D.float16)
+Tensor.int = _caster(D.int32)
+Tensor.long = _caster(D.int64)
+Tensor.short = _caster(D.int16)
+Tensor.bool = _caster(D.bool_)
+Tensor.byte = _caster(D.uint8)
+Tensor.char = _caster(D.int8)
+Tensor.cfloat = _caster(D.complex64)
+Tensor.cdouble = _caster(D.complex128)
+
+
+def type_as(self, other):
+    return to(self, other.dtype)
+
+
+Tensor.type_as = type_as
+
+
+def contiguous(self, memory_format=None):
+    return self if self._data.flags.c_contiguous else OPS["clone"].call(self)
+
+
+Tensor.contiguous = contiguous
+
+_copy_from = defop("_copy_from(Tensor self, Tensor src, bool non_blocking=False) -> Tensor",
+                   lambda x, src, non_blocking: _copy_values(x, src),
+                   {"self": lambda grad: grad * 0, "src": lambda grad: grad},
+                   method=False, api=False, inplace="copy_",
+                   samples=lambda rng: [sample("same", rng.standard_normal((3, 4)), rng.standard_normal((3, 4))),
+                                        sample("bcast", rng.standard_normal((3, 4)), rng.standard_normal((4,)))])
+
+
+def _copy_values(x, src):
+    src = np.asarray(src)
+    if src.dtype.kind == "c" and x.dtype.kind != "c":
+        src = src.real
+    try:
+        return np.broadcast_to(src, x.shape).astype(x.dtype)
+    except ValueError:
+        raise RuntimeError(
+            f"The size of tensor a ({x.shape[-1] if x.ndim else 1}) must match the size of tensor b "
+            f"({src.shape[-1] if src.ndim else 1}) at non-singleton dimension {max(x.ndim - 1, 0)}"
+        ) from None
+
+
+defop("_fill(Tensor self, Tensor value) -> Tensor",
+      lambda x, value: _fill_values(x, value),
+      {"self": lambda grad: grad * 0, "value": lambda grad: grad.sum()},
+      method=False, api=False, inplace="fill_",
+      samples=lambda rng: [sample("scalar", rng.standard_normal((3, 4)), 1.5),
+                           sample("tensor", rng.standard_normal((3, 4)), rng.standard_normal(()))])
+
+
+def _fill_values(x, value):
+    v = np.asarray(value)
+    if v.ndim:
+        raise RuntimeError(
+            f"fill_ only supports 0-dimension value tensor but got tensor with {v.ndim} dimensions."
+        )
+    return np.full(x.shape, v, x.dtype)
+
+
+def zero_(self):
+    return self.fill_(0)
+
+
+Tensor.zero_ = zero_
+
+
+# --- shapes ---
+def reshape(self, *shape):
+    shape = size_arg(shape)
+    try:
+        return self.view(shape)
+    except RuntimeError as e:
+        if "not compatible" not in str(e):
+            raise
+    return contiguous(self).view(shape)
+
+
+defcomposite(reshape, samples=lambda rng: [
+    sample("view", rng.standard_normal((3, 4)), (4, 3)),
+    sample("copy", rng.standard_normal((4, 3)).T, (12,)),
+    sample("infer", rng.standard_normal((2, 3, 4)), (-1, 4))])
+
+
+def sum_to_size(self, *size):
+    """Sum ``self`` down to ``size`` (which must broadcast to ``self.shape``)."""
+    shape = size_arg(size)
+    have = self._data.shape
+    if have == shape:
+        return self
+    lead = len(have) - len(shape)
+    if lead < 0 or any(s != 1 and s != h for s, h in zip(shape, have[lead:])):
+        raise RuntimeError(f"size {{{list(shape)}}} is not expandable to size {{{list(have)}}}.")
+    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and have[lead + i] != 1)
+    out = self.sum(dims, keepdim=True) if dims else self
+    return out.view(shape) if lead else out
+
+
+defcomposite(sum_to_size, api=False, samples=lambda rng: [
+    sample("lead", rng.standard_normal((2, 3, 4)), (3, 4)),
+    sample("keep1", rng.standard_normal((3, 4)), (3, 1)),
+    sample("both", rng.standard_normal((2, 3, 4)), (1, 4))])
+
+
+# --- indexing ---
+def _is_basic(key) -> bool:
+    if isinstance(key, tuple):
+        return all(_is_basic_item(k) for k in key)
+    return _is_basic_item(key)
+
+
+def _is_basic_item(k) -> bool:
+    return (k is None or k is Ellipsis or type(k) is slice
+            or (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))))
+
+
+def _check_basic(shape, key):
+    items = key if isinstance(key, tuple) else (key,)
+    dim = 0
+    n_real = sum(1 for k in items if k is not None and k is not Ellipsis)
+    if n_real > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    for k in items:
+        if k is Ellipsis:
+            dim += len(shape) - n_real
+        elif k is None:
+            continue
+        else:
+            if type(k) is not slice:
+                size = shape[dim]
+                if not -size <= k < size:
+                    raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {size}")
+            dim += 1
+
+
+def getitem(self, key):
+    if _is_basic(key):
+        _check_basic(self._data.shape, key)
+        return index_basic(self, key)
+    return index_adv(self, key_arrays(key))
+
+
+def setitem(self, key, value):
+    if _is_basic(key):
+        _check_basic(self._data.shape, key)
+        index_basic(self, key).copy_(value)
+    else:
+        Tensor._index_put_(self, key_arrays(key), value, False)
+
+
+Tensor.__getitem__ = getitem
+Tensor.__setitem__ = setitem
+
+
+# --- Python operators ---
+def _rsub(self, other):
+    return _call("sub.Tensor")(other, self)
+
+
+def _rdiv(self, other):
+    return _call("div.Tensor_mode")(other, self)
+
+
+def _floordiv(self, other):
+    return _call("div.Tensor_mode")(self, other, rounding_mode="floor")
+
+
+def _rfloordiv(self, other):
+    return _call("div.Tensor_mode")(other, self, rounding_mode="floor")
+
+
+def _rpow(self, other):
+    return _call("pow.Tensor_Tensor")(other, self)
+
+
+def _rmod(self, other):
+    return _call("remainder.Tensor")(other, self)
+
+
+T = Tensor
+T.__matmul__ = _call("matmul")
+T.__rmatmul__ = lambda self, other: _call("matmul")(other, self)
+T.mT = property(lambda self: self.transpose(-2, -1))
+T.T = property(lambda self: self.permute(tuple(range(self.dim() - 1, -1, -1))))
+T.__add__ = T.__radd__ = _call("add.Tensor")
+T.__sub__ = _call("sub.Tensor")
+T.__rsub__ = _rsub
+T.__mul__ = T.__rmul__ = _call("mul.Tensor")
+T.__truediv__ = T.__div__ = _call("div.Tensor_mode")
+T.__rtruediv__ = _rdiv
+T.__floordiv__ = _floordiv
+T.__rfloordiv__ = _rfloordiv
+T.__mod__ = _call("remainder.Tensor")
+T.__rmod__ = _rmod
+T.__pow__ = _call("pow.Tensor_Tensor")
+T.__rpow__ = _rpow
+T.__neg__ = _call("neg")
+T.__abs__ = _call("abs")
+T.__pos__ = lambda self: self
+T.__eq__ = _call("eq.Tensor")
+T.__ne__ = _call("ne.Tensor")
+T.__lt__ = _call("lt.Tensor")
+T.__le__ = _call("le.Tensor")
+T.__gt__ = _call("gt.Tensor")
+T.__ge__ = _call("ge.Tensor")
+T.__and__ = T.__rand__ = _call("bitwise_and.Tensor")
+T.__or__ = T.__ror__ = _call("bitwise_or.Tensor")
+T.__xor__ = T.__rxor__ = _call("bitwise_xor.Tensor")
+T.__invert__ = _call("bitwise_not")
+T.__iadd__ = T.add_
+T.__isub__ = T.sub_
+T.__imul__ = T.mul_
+T.__itruediv__ = T.div_
+T.__hash__ = object.__hash__
+

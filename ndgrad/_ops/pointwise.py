@@ -1,0 +1,493 @@
+"""Pointwise ops: arithmetic, transcendental functions, activations, comparisons.
+
+Each op is one ``defop``: forward on arrays, backward formulas in Tensor ops (so they are
+differentiable again), samples. Broadcast reduction and dtype casts of gradients happen in the
+engine, never here. Comparisons and logical ops have no formulas (their outputs are bool).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _dtype as D
+from .registry import PROMOTE_COMMON as COMMON
+from .registry import PROMOTE_FLOAT as FLOAT
+from .registry import defop
+from .samples import binary, sample, unary
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _erf(x):
+    try:
+        from scipy.special import erf
+    except ImportError:  # NumPy has no erf; math.erf per element is exact but slow
+        erf = np.frompyfunc(math.erf, 1, 1)
+        return erf(x).astype(x.dtype)
+    return erf(x).astype(x.dtype, copy=False)
+
+
+# --- arithmetic ---
+def _add(x, y, alpha):
+    return np.add(x, y) if alpha == 1 else np.add(x, np.multiply(y, alpha))
+
+
+defop("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", _add,
+      {"self": lambda grad: grad,
+       "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha},
+      promote=COMMON, promote_args=("self", "other"), inplace="add_",
+      samples=binary())
+
+
+def _sub(x, y, alpha):
+    if getattr(x, "dtype", None) == np.bool_ and getattr(y, "dtype", None) == np.bool_:
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+            "`logical_xor()` operator instead."
+        )
+    return np.subtract(x, y) if alpha == 1 else np.subtract(x, np.multiply(y, alpha))
+
+
+defop("sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", _sub,
+      {"self": lambda grad: grad,
+       "other": lambda grad, alpha: -grad if alpha == 1 else grad * (-alpha)},
+      promote=COMMON, promote_args=("self", "other"), inplace="sub_",
+      samples=binary())
+
+defop("mul.Tensor(Tensor self, Tensor other) -> Tensor", "multiply",
+      {"self": lambda grad, other: grad * other,
+       "other": lambda grad, self: grad * self},
+      promote=COMMON, inplace="mul_", samples=binary())
+
+
+def _div(x, y, rounding_mode):
+    if rounding_mode is None:
+        if np.result_type(x, y).kind not in "fc":  # true division of integers: default float
+            f = D._default[0].np
+            x, y = np.asarray(x).astype(f), np.asarray(y).astype(f)
+        return np.true_divide(x, y)
+    if rounding_mode == "trunc":
+        q = np.true_divide(x, y) if np.result_type(x, y).kind in "fc" else None
+        return np.trunc(q).astype(q.dtype) if q is not None else _int_trunc_div(x, y)
+    if rounding_mode == "floor":
+        return np.floor_divide(x, y)
+    raise RuntimeError(
+        f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
+    )
+
+
+def _int_trunc_div(x, y):
+    q = np.floor_divide(x, y)
+    fix = (np.remainder(x, y) != 0) & ((np.asarray(x) < 0) != (np.asarray(y) < 0))
+    return q + fix.astype(q.dtype)
+
+
+defop("div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor", _div,
+      {"self": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else grad * 0,
+       "other": lambda grad, self, other, rounding_mode:
+           -grad * self / (other * other) if rounding_mode is None else grad * 0},
+      promote=COMMON, promote_args=("self", "other"), inplace="div_",
+      samples=lambda rng: binary(rhs_domain=(0.5, 2.0))(rng)
+      + [sample("floor", rng.uniform(-3, 3, (3, 4)), rng.uniform(0.5, 2, (4,)), rounding_mode="floor"),
+         sample("trunc", rng.uniform(-3, 3, (3, 4)), rng.uniform(0.5, 2, (4,)), rounding_mode="trunc"),
+         sample("int_true", np.array([5, -7, 9]), np.array([2, 2, -4]))])
+
+defop("neg(Tensor self) -> Tensor", "negative", {"self": lambda grad: -grad},
+      inplace="neg_", samples=unary())
+
+
+def _pow_exponent_grad(grad, self, exponent, result):
+    # NOTE(pytorch): d/de self**e is 0 where self == 0 and e >= 0 (pow_backward_exponent)
+    mask = (self == 0) & (exponent >= 0)
+    return grad * where(mask, 0.0, result * self.log())
+
+
+def _pow(x, e):
+    try:
+        return np.power(x, e)
+    except ValueError as err:  # integer base, negative integer exponent
+        raise RuntimeError("Integers to negative integer powers are not allowed.") from err
+
+
+defop("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", _pow,
+      {"self": lambda grad, self, exponent:
+           grad * exponent * self ** (exponent - 1) if not isinstance(exponent, (int, float)) or exponent != 0
+           else grad * 0,
+       "exponent": _pow_exponent_grad},
+      promote=COMMON, inplace="pow_",
+      samples=lambda rng: [
+          sample("tensor_exp", rng.uniform(0.5, 2, (3, 4)), rng.uniform(-2, 2, (3, 4))),
+          sample("bcast", rng.uniform(0.5, 2, (3, 4)), rng.uniform(-2, 2, (4,))),
+          sample("scalar2", rng.uniform(-2, 2, (3, 4)), 2),
+          sample("scalar_half", rng.uniform(0.5, 2, (5,)), 0.5),
+          sample("scalar_neg", rng.uniform(0.5, 2, (5,)), -1.5)])
+
+# --- exponentials and logarithms ---
+defop("exp(Tensor self) -> Tensor", "exp", {"self": lambda grad, result: grad * result},
+      promote=FLOAT, inplace="exp_", samples=unary())
+defop("exp2(Tensor self) -> Tensor", "exp2", {"self": lambda grad, result: grad * result * _LN2},
+      promote=FLOAT, inplace="exp2_", samples=unary())
+defop("expm1(Tensor self) -> Tensor", "expm1", {"self": lambda grad, result: grad * (result + 1)},
+      promote=FLOAT, inplace="expm1_", samples=unary())
+defop("log(Tensor self) -> Tensor", "log", {"self": lambda grad, self: grad / self},
+      promote=FLOAT, inplace="log_", samples=unary(domain=(0.2, 3.0)))
+defop("log2(Tensor self) -> Tensor", "log2", {"self": lambda grad, self: grad / (self * _LN2)},
+      promote=FLOAT, inplace="log2_", samples=unary(domain=(0.2, 3.0)))
+defop("log10(Tensor self) -> Tensor", "log10", {"self": lambda grad, self: grad / (self * _LN10)},
+      promote=FLOAT, inplace="log10_", samples=unary(domain=(0.2, 3.0)))
+defop("log1p(Tensor self) -> Tensor", "log1p", {"self": lambda grad, self: grad / (self + 1)},
+      promote=FLOAT, inplace="log1p_", samples=unary(domain=(-0.8, 3.0)))
+defop("sqrt(Tensor self) -> Tensor", "sqrt", {"self": lambda grad, result: grad / (2 * result)},
+      promote=FLOAT, inplace="sqrt_", samples=unary(domain=(0.2, 3.0)))
+
+
+def _rsqrt(x):
+    return np.reciprocal(np.sqrt(x))
+
+
+defop("rsqrt(Tensor self) -> Tensor", _rsqrt,
+      {"self": lambda grad, result: -0.5 * grad * result * result * result},
+      promote=FLOAT, inplace="rsqrt_", samples=unary(domain=(0.2, 3.0)))
+defop("reciprocal(Tensor self) -> Tensor", "reciprocal",
+      {"self": lambda grad, result: -grad * result * result},
+      promote=FLOAT, inplace="reciprocal_", samples=unary(domain=(0.3, 2.0)))
+
+# --- sign-like ---
+defop("abs(Tensor self) -> Tensor", "absolute", {"self": lambda grad, self: grad * self.sign()},
+      inplace="abs_", samples=unary(avoid=0.0))
+
+
+def _sign(x):
+    return np.sign(x) if x.dtype != np.bool_ else x.copy()
+
+
+defop("sign(Tensor self) -> Tensor", _sign, {"self": lambda grad: grad * 0},
+      inplace="sign_", samples=unary(avoid=0.0))
+
+
+def _rounding(f):
+    return lambda x: f(x) if x.dtype.kind in "fc" else x.copy()
+
+
+defop("floor(Tensor self) -> Tensor", _rounding(np.floor), {"self": lambda grad: grad * 0},
+      inplace="floor_", samples=unary(domain=(-3, 3), avoid=[-2.0, -1.0, 0.0, 1.0, 2.0]))
+defop("ceil(Tensor self) -> Tensor", _rounding(np.ceil), {"self": lambda grad: grad * 0},
+      inplace="ceil_", samples=unary(domain=(-3, 3), avoid=[-2.0, -1.0, 0.0, 1.0, 2.0]))
+defop("trunc(Tensor self) -> Tensor", _rounding(np.trunc), {"self": lambda grad: grad * 0},
+      inplace="trunc_", samples=unary(domain=(-3, 3), avoid=[-2.0, -1.0, 0.0, 1.0, 2.0]))
+
+
+def _round(x, decimals):
+    if x.dtype.kind not in "fc":
+        return x.copy()
+    return np.round(x, decimals)  # round half to even, as PyTorch
+
+
+defop("round(Tensor self, *, int decimals=0) -> Tensor", _round, {"self": lambda grad: grad * 0},
+      inplace="round_", samples=unary(domain=(-3, 3), avoid=[-2.5, -1.5, -0.5, 0.5, 1.5, 2.5]))
+
+
+def _frac(x):
+    return x - np.trunc(x)
+
+
+defop("frac(Tensor self) -> Tensor", _frac, {"self": lambda grad: grad},
+      inplace="frac_", samples=unary(domain=(-3, 3), avoid=[-2.0, -1.0, 0.0, 1.0, 2.0]))
+
+# --- trigonometric and hyperbolic ---
+defop("sin(Tensor self) -> Tensor", "sin", {"self": lambda grad, self: grad * self.cos()},
+      promote=FLOAT, inplace="sin_", samples=unary())
+defop("cos(Tensor self) -> Tensor", "cos", {"self": lambda grad, self: -grad * self.sin()},
+      promote=FLOAT, inplace="cos_", samples=unary())
+defop("tan(Tensor self) -> Tensor", "tan", {"self": lambda grad, result: grad * (1 + result * result)},
+      promote=FLOAT, inplace="tan_", samples=unary(domain=(-1.2, 1.2)))
+defop("asin(Tensor self) -> Tensor", "arcsin",
+      {"self": lambda grad, self: grad * (1 - self * self).rsqrt()},
+      promote=FLOAT, inplace="asin_", samples=unary(domain=(-0.9, 0.9)))
+defop("acos(Tensor self) -> Tensor", "arccos",
+      {"self": lambda grad, self: -grad * (1 - self * self).rsqrt()},
+      promote=FLOAT, inplace="acos_", samples=unary(domain=(-0.9, 0.9)))
+defop("atan(Tensor self) -> Tensor", "arctan", {"self": lambda grad, self: grad / (1 + self * self)},
+      promote=FLOAT, inplace="atan_", samples=unary())
+defop("atan2(Tensor self, Tensor other) -> Tensor", "arctan2",
+      {"self": lambda grad, self, other: grad * other / (self * self + other * other),
+       "other": lambda grad, self, other: -grad * self / (self * self + other * other)},
+      promote=FLOAT, inplace="atan2_", samples=binary(rhs_domain=(0.5, 2.0), scalar_rhs=None))
+defop("sinh(Tensor self) -> Tensor", "sinh", {"self": lambda grad, self: grad * self.cosh()},
+      promote=FLOAT, inplace="sinh_", samples=unary())
+defop("cosh(Tensor self) -> Tensor", "cosh", {"self": lambda grad, self: grad * self.sinh()},
+      promote=FLOAT, inplace="cosh_", samples=unary())
+defop("tanh(Tensor self) -> Tensor", "tanh", {"self": lambda grad, result: grad * (1 - result * result)},
+      promote=FLOAT, inplace="tanh_", samples=unary())
+
+
+def _sigmoid(x):
+    # exp of -|x| never overflows; both branches agree where they meet
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+defop("sigmoid(Tensor self) -> Tensor", _sigmoid,
+      {"self": lambda grad, result: grad * result * (1 - result)},
+      promote=FLOAT, inplace="sigmoid_", samples=unary(domain=(-4, 4)))
+
+
+def _logit(x, eps):
+    if eps is not None:
+        x = np.clip(x, eps, 1 - eps)
+    return np.log(x / (1 - x))
+
+
+def _logit_grad(grad, self, eps):
+    g = grad / (self * (1 - self))
+    if eps is None:
+        return g
+    return g * ((self >= eps) & (self <= 1 - eps))
+
+
+defop("logit(Tensor self, float? eps=None) -> Tensor", _logit, {"self": _logit_grad},
+      promote=FLOAT, inplace="logit_", samples=lambda rng: unary(domain=(0.1, 0.9))(rng)
+      + [sample("eps", np.array([0.01, 0.3, 0.7, 0.99]), eps=0.05)])
+
+defop("erf(Tensor self) -> Tensor", _erf,
+      {"self": lambda grad, self: grad * _TWO_OVER_SQRT_PI * (-self * self).exp()},
+      promote=FLOAT, inplace="erf_", api="special.erf", samples=unary())
+defop("erfc(Tensor self) -> Tensor", lambda x: 1 - _erf(x),
+      {"self": lambda grad, self: -grad * _TWO_OVER_SQRT_PI * (-self * self).exp()},
+      promote=FLOAT, inplace="erfc_", api="special.erfc", samples=unary())
+
+# --- activations (also reachable as nn.functional.*) ---
+defop("relu(Tensor self) -> Tensor", lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
+      {"self": lambda grad, result: grad * (result > 0)},
+      inplace="relu_", samples=unary(avoid=0.0))
+
+
+def _gelu(x, approximate):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+    if approximate != "none":
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return 0.5 * x * (1 + _erf(x * (1 / math.sqrt(2))))
+
+
+def _gelu_grad(grad, self, approximate):
+    if approximate == "tanh":
+        x = self
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        t = inner.tanh()
+        dinner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * dinner)
+    cdf = 0.5 * (1 + (self * (1 / math.sqrt(2))).erf())
+    pdf = (-0.5 * self * self).exp() * (1 / math.sqrt(2 * math.pi))
+    return grad * (cdf + self * pdf)
+
+
+defop("gelu(Tensor self, *, str approximate='none') -> Tensor", _gelu, {"self": _gelu_grad},
+      api="nn.functional.gelu", inplace="gelu_",
+      samples=lambda rng: unary()(rng) + [sample("tanh", rng.uniform(-3, 3, (3, 4)), approximate="tanh")])
+
+
+def _silu(x):
+    return x * _sigmoid(x)
+
+
+def _silu_grad(grad, self):
+    s = self.sigmoid()
+    return grad * s * (1 + self * (1 - s))
+
+
+defop("silu(Tensor self) -> Tensor", _silu, {"self": _silu_grad},
+      api="nn.functional.silu", inplace="silu_", samples=unary())
+
+
+def _elu(x, alpha, scale, input_scale):
+    return np.where(x > 0, scale * x, scale * alpha * np.expm1(np.minimum(x, 0) * input_scale)).astype(x.dtype, copy=False)
+
+
+def _elu_grad(grad, self, alpha, scale, input_scale):
+    neg = (self * input_scale).exp() * (scale * alpha * input_scale)
+    return grad * where(self > 0, scale, neg)
+
+
+defop("elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor", _elu,
+      {"self": _elu_grad}, api="nn.functional.elu", inplace="elu_",
+      samples=lambda rng: unary(avoid=0.0)(rng) + [sample("alpha", rng.uniform(-2, 2, (5,)) + 0.05, 0.5)])
+
+
+def _leaky_relu(x, negative_slope):
+    return np.where(x > 0, x, x * negative_slope).astype(x.dtype, copy=False)
+
+
+def _leaky_relu_grad(grad, self, negative_slope):
+    return grad * where(self > 0, 1.0, negative_slope)
+
+
+defop("leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor", _leaky_relu,
+      {"self": _leaky_relu_grad}, api="nn.functional.leaky_relu", inplace="leaky_relu_",
+      samples=lambda rng: unary(avoid=0.0)(rng) + [sample("slope", rng.uniform(-2, 2, (5,)) + 0.05, 0.2)])
+
+
+def _softplus(x, beta, threshold):
+    bx = x * beta
+    soft = np.logaddexp(0, bx) / beta
+    return np.where(bx > threshold, x, soft).astype(x.dtype, copy=False)
+
+
+def _softplus_grad(grad, self, beta, threshold):
+    bx = self * beta
+    return grad * where(bx > threshold, 1.0, bx.sigmoid())
+
+
+defop("softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", _softplus,
+      {"self": _softplus_grad}, api="nn.functional.softplus",
+      samples=lambda rng: unary(domain=(-3, 3))(rng) + [sample("beta", rng.uniform(-3, 3, (5,)), 2.0, 4.0)])
+
+# --- clamping, min/max, selection ---
+def _clamp(x, lo, hi):
+    if lo is None and hi is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if lo is not None:
+        x = np.maximum(x, lo)
+    if hi is not None:
+        x = np.minimum(x, hi)
+    return x
+
+
+def _clamp_self_grad(grad, self, min, max):
+    mask = None
+    if min is not None:
+        mask = self >= min
+    if max is not None:
+        m = self <= max
+        mask = m if mask is None else mask & m
+    return grad * mask
+
+
+defop("clamp(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", _clamp,
+      {"self": _clamp_self_grad,
+       "min": lambda grad, self, min: grad * (self < min),
+       "max": lambda grad, self, max: grad * (self > max)},
+      promote=COMMON, inplace="clamp_",
+      samples=lambda rng: [
+          sample("both", rng.uniform(-2, 2, (3, 4)), -0.5, 0.7),
+          sample("min", rng.uniform(-2, 2, (5,)), -0.5),
+          sample("max", rng.uniform(-2, 2, (5,)), None, 0.5),
+          sample("tensor_bounds", rng.uniform(-2, 2, (3, 4)), rng.uniform(-3, -1, (4,)), rng.uniform(1, 3, (3, 1)))])
+
+
+def _max_grad(grad, self, other):
+    return where(self == other, grad * 0.5, grad) * (self >= other)
+
+
+defop("maximum(Tensor self, Tensor other) -> Tensor", "maximum",
+      {"self": lambda grad, self, other: _max_grad(grad, self, other),
+       "other": lambda grad, self, other: _max_grad(grad, other, self)},
+      promote=COMMON, samples=binary(scalar_rhs=None, avoid_equal=True))
+defop("minimum(Tensor self, Tensor other) -> Tensor", "minimum",
+      {"self": lambda grad, self, other: _max_grad(grad, other, self),
+       "other": lambda grad, self, other: _max_grad(grad, self, other)},
+      promote=COMMON, samples=binary(scalar_rhs=None, avoid_equal=True))
+
+
+def _where(cond, x, y):
+    if cond.dtype != np.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {D._FROM_NP[cond.dtype].name.capitalize()}")
+    return np.where(cond, x, y)
+
+
+def _where_self(grad, condition):
+    return where(condition, grad, 0.0)
+
+
+def _where_other(grad, condition):
+    return where(condition, 0.0, grad)
+
+
+where = defop("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", _where,
+      {"self": _where_self, "other": _where_other},
+      promote=COMMON, promote_args=("self", "other"), method=False,
+      samples=lambda rng: [
+          sample("same", rng.uniform(-1, 1, (3, 4)) > 0, rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (3, 4))),
+          sample("bcast", rng.uniform(-1, 1, (3, 1)) > 0, rng.uniform(-2, 2, (4,)), rng.uniform(-2, 2, (3, 4))),
+          sample("scalar", rng.uniform(-1, 1, (5,)) > 0, rng.uniform(-2, 2, (5,)), 0.0)]).call
+
+
+def _lerp(x, end, weight):
+    return x + weight * (end - x)
+
+
+defop("lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor", _lerp,
+      {"self": lambda grad, weight: grad * (1 - weight),
+       "end": lambda grad, weight: grad * weight,
+       "weight": lambda grad, self, end: grad * (end - self)},
+      promote=COMMON, inplace="lerp_",
+      samples=lambda rng: [
+          sample("tensor_w", rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (3, 4)), rng.uniform(0, 1, (3, 4))),
+          sample("scalar_w", rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (4,)), 0.3)])
+
+
+defop("hypot(Tensor self, Tensor other) -> Tensor", "hypot",
+      {"self": lambda grad, self, result: grad * self / result,
+       "other": lambda grad, other, result: grad * other / result},
+      promote=COMMON, inplace="hypot_", samples=binary(domain=(0.3, 2), scalar_rhs=None))
+
+
+def _fmod(x, y):
+    return np.fmod(x, y)
+
+
+defop("fmod.Tensor(Tensor self, Tensor other) -> Tensor", _fmod,
+      {"self": lambda grad: grad,
+       "other": lambda grad, self, other: -grad * (self / other).trunc()},
+      promote=COMMON, inplace="fmod_",
+      samples=lambda rng: [
+          sample("tensor", rng.uniform(-5, 5, (3, 4)), rng.uniform(1.3, 1.7, (3, 4))),
+          sample("scalar", rng.uniform(-5, 5, (5,)), 1.5, no_grad=())])
+defop("remainder.Tensor(Tensor self, Tensor other) -> Tensor", "remainder",
+      {"self": lambda grad: grad,
+       "other": lambda grad, self, other: -grad * (self / other).floor()},
+      promote=COMMON, inplace="remainder_",
+      samples=lambda rng: [
+          sample("tensor", rng.uniform(-5, 5, (3, 4)), rng.uniform(1.3, 1.7, (3, 4))),
+          sample("scalar", rng.uniform(-5, 5, (5,)), 1.5)])
+
+# --- comparisons and logical ops: bool outputs, no gradient ---
+_cmp_samples = binary(scalar_rhs=0.5, avoid_equal=True)
+for _name, _np in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
+                   ("gt", "greater"), ("ge", "greater_equal")):
+    defop(f"{_name}.Tensor(Tensor self, Tensor other) -> Tensor", _np, None, promote=COMMON,
+          samples=_cmp_samples)
+
+
+def _logical(f):
+    return lambda x, y: f(np.asarray(x).astype(bool), np.asarray(y).astype(bool))
+
+
+for _name in ("logical_and", "logical_or", "logical_xor"):
+    defop(f"{_name}(Tensor self, Tensor other) -> Tensor", _logical(getattr(np, _name)), None,
+          samples=binary(scalar_rhs=None))
+defop("logical_not(Tensor self) -> Tensor", lambda x: np.logical_not(x), None, samples=unary())
+defop("isnan(Tensor self) -> Tensor", "isnan", None, samples=unary())
+defop("isinf(Tensor self) -> Tensor", "isinf", None, samples=unary())
+defop("isfinite(Tensor self) -> Tensor", "isfinite", None, samples=unary())
+
+
+def _bitwise(f, name):
+    def fwd(x, y):
+        if np.result_type(x, y).kind not in "biu":
+            raise RuntimeError(f'"{name}_cpu" not implemented for \'Float\'')
+        return f(x, y)
+
+    return fwd
+
+
+for _name, _np in (("bitwise_and", "bitwise_and"), ("bitwise_or", "bitwise_or"), ("bitwise_xor", "bitwise_xor")):
+    defop(f"{_name}.Tensor(Tensor self, Tensor other) -> Tensor", _bitwise(getattr(np, _np), _name), None,
+          promote=COMMON, samples=lambda rng: [sample("int", np.array([1, 2, 3]), np.array([3, 1, 2]))])
+defop("bitwise_not(Tensor self) -> Tensor", "invert", None,
+      samples=lambda rng: [sample("bool", np.array([True, False]))])

@@ -1,0 +1,761 @@
+"""Op records and the one dispatch point every op call passes through.
+
+``defop(schema, fwd=..., vjp=..., samples=...)`` parses a PyTorch-style schema once into an
+``OpRecord``: which parameters are tensors, which are differentiable, what the backward formulas
+need saved (read from the formulas' parameter names), and the alias info (``Tensor(a)`` marks a
+view of ``self``, ``Tensor(a!)`` an in-place op). It generates the op's ``Node`` subclass
+(``MulBackward0``) and a public function with the schema's signature. ``dispatch`` runs the
+forward on arrays, wraps the outputs and records the node; views and in-place ops (with
+PyTorch's CopySlices rewrite for in-place ops on views) branch off it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+
+import numpy as np
+
+from .. import _backend
+from .. import _dtype as D
+from .._tensor import Tensor, ViewInfo, gradient_edge, refresh_view
+from ..autograd.graph import SECOND_BACKWARD_MSG, Node, SavedTensor, next_sequence_nr
+from ..autograd.grad_mode import state as _gs
+
+__all__ = ["defop", "defcomposite", "dispatch", "OPS", "OpRecord", "push_mode", "pop_mode"]
+
+OPS: dict[str, "OpRecord"] = {}  # the op-info table: every primitive and composite, by name
+NAMESPACES: dict[str, dict] = {"": {}, "linalg": {}, "special": {}, "nn.functional": {}, "fft": {}}
+
+_new = object.__new__
+_make = Tensor._make
+_cpu = _backend.cpu
+_ndarray = np.ndarray
+_asarray = np.asarray
+
+# Dispatch modes (profiler, graph capture, tests that log ops) sit on this stack; the hot path
+# pays one truthiness check of it when none is active.
+_modes: list = []
+
+
+def push_mode(mode) -> None:
+    """Install ``mode``: every op call becomes ``mode.dispatch(rec, args, run)``."""
+    _modes.append(mode)
+
+
+def pop_mode():
+    return _modes.pop()
+
+
+# --- schema parsing ---
+T_PLAIN, T_TENSOR, T_OPT_TENSOR, T_TENSOR_LIST = 0, 1, 2, 3
+_PARAM = re.compile(r"^(?P<type>[A-Za-z]+(?:\([a-z]!?\))?(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
+
+
+class Param:
+    __slots__ = ("name", "type", "code", "default", "has_default", "kwarg_only", "alias")
+
+    def __init__(self, text: str, kwarg_only: bool):
+        m = _PARAM.match(text.strip())
+        if m is None:
+            raise ValueError(f"bad schema parameter {text!r}")
+        ty = m["type"]
+        self.name = m["name"]
+        self.kwarg_only = kwarg_only
+        alias = re.search(r"\(([a-z]!?)\)", ty)
+        self.alias = alias.group(1) if alias else None
+        base = re.sub(r"\([a-z]!?\)", "", ty)
+        self.type = base
+        self.code = {"Tensor": T_TENSOR, "Tensor?": T_OPT_TENSOR, "Tensor[]": T_TENSOR_LIST,
+                     "Tensor?[]": T_TENSOR_LIST}.get(base, T_PLAIN)
+        self.has_default = m["default"] is not None
+        self.default = _parse_default(m["default"]) if self.has_default else None
+
+
+def _parse_default(s: str):
+    s = s.strip()
+    if s in ("None", "True", "False"):
+        return {"None": None, "True": True, "False": False}[s]
+    if s.startswith("[") and s.endswith("]"):
+        inner = s[1:-1].strip()
+        return tuple(_parse_default(x) for x in inner.split(",")) if inner else ()
+    if s.startswith(("'", '"')):
+        return s[1:-1]
+    try:
+        return int(s)
+    except ValueError:
+        return float(s)
+
+
+def _split_top(s: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur)
+    return out
+
+
+def parse_schema(schema: str):
+    m = re.match(r"^([\w.]+)\((.*)\)\s*->\s*(.+)$", schema.strip())
+    if m is None:
+        raise ValueError(f"bad schema {schema!r}")
+    full, args, ret = m.groups()
+    params, kw = [], False
+    for part in _split_top(args):
+        part = part.strip()
+        if part == "*":
+            kw = True
+            continue
+        params.append(Param(part, kw))
+    ret = ret.strip()
+    if ret.startswith("("):
+        rets = [r.strip() for r in _split_top(ret[1:-1])]
+    else:
+        rets = [ret]
+    returns = []
+    for r in rets:
+        ty, _, name = r.partition(" ")
+        alias = re.search(r"\(([a-z]!?)\)", ty)
+        returns.append((name or None, alias.group(1) if alias else None, ty.endswith("[]")))
+    name, _, overload = full.partition(".")
+    return name, overload, params, returns
+
+
+def camel(name: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in name.strip("_").split("_"))
+
+
+# --- the record ---
+class OpRecord:
+    __slots__ = (
+        "name", "overload", "schema", "params", "returns", "fwd", "promote", "views_of",
+        "mutates", "multi_out", "tensor_pos", "diff_pos", "has_list", "node_cls", "save_plan",
+        "arg_plan", "vjp_plan", "uses_needs", "n_saved", "jvp", "samples", "call", "composite",
+        "outplace", "api", "method", "kind", "out_names", "torch", "tolerance", "differentiable",
+        "gradcheck", "extra", "promote_pos",
+    )
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+PROMOTE_NONE, PROMOTE_COMMON, PROMOTE_FLOAT = 0, 1, 2
+
+
+def defop(
+    schema: str,
+    fwd,
+    vjp: dict | None = None,
+    *,
+    jvp=None,
+    samples=None,
+    promote: int = PROMOTE_NONE,
+    promote_args: tuple | None = None,
+    api: str | None = None,
+    method: bool | str = True,
+    inplace: str | None = None,
+    node_name: str | None = None,
+    torch: str | None = None,
+    gradcheck: bool = True,
+    extra: dict | None = None,
+) -> OpRecord:
+    """Register one primitive op. See ``docs/ARCHITECTURE.md`` ("add an op in 5 steps")."""
+    name, overload, params, returns = parse_schema(schema)
+    key = name + ("." + overload if overload else "")
+    if key in OPS:
+        raise ValueError(f"op {key} registered twice")
+    if samples is None and not name.startswith("_"):
+        raise ValueError(f"op {key}: missing samples")
+    rec = _new(OpRecord)
+    rec.name, rec.overload, rec.schema, rec.params = key, overload, schema, params
+    rec.returns = returns
+    rec.out_names = tuple(r[0] or ("result" if len(returns) == 1 else f"result{i}") for i, r in enumerate(returns))
+    rec.fwd = getattr(np, fwd) if isinstance(fwd, str) else fwd
+    rec.promote = promote
+    rec.views_of = any(a == "a" for _, a, _ in returns) and params[0].alias == "a"
+    rec.mutates = params[0].alias == "a!" if params else False
+    rec.multi_out = len(returns) > 1 or returns[0][2]
+    rec.tensor_pos = tuple(i for i, p in enumerate(params) if p.code)
+    rec.has_list = any(p.code == T_TENSOR_LIST for p in params)
+    pnames = [p.name for p in params]
+    rec.promote_pos = (
+        tuple(pnames.index(a) for a in promote_args) if promote_args is not None else rec.tensor_pos
+    )
+    rec.jvp, rec.samples, rec.composite, rec.outplace = jvp, samples, None, None
+    rec.api = api if api is not None else name
+    rec.method = name if method is True else (method or None)
+    rec.kind = "view" if rec.views_of else ("inplace" if rec.mutates else "plain")
+    rec.torch = torch
+    rec.gradcheck = gradcheck
+    rec.extra = extra or {}
+    rec.tolerance = None
+    _build_backward(rec, vjp, node_name or camel(name) + "Backward0")
+    rec.call = _make_public(rec)
+    OPS[key] = rec
+    _publish(rec)
+    if inplace:
+        definplace(rec, inplace)
+    return rec
+
+
+def definplace(rec: OpRecord, name: str) -> OpRecord:
+    """The in-place variant of ``rec``: same forward and formulas, result written into self."""
+    ip = _new(OpRecord)
+    for s in OpRecord.__slots__:
+        setattr(ip, s, getattr(rec, s))
+    ip.name = name
+    ip.kind = "inplace"
+    ip.mutates = True
+    ip.outplace = rec
+    ip.samples = None
+    ip.api = None
+    ip.method = name
+    ip.call = _make_public(ip)
+    OPS[name] = ip
+    _publish(ip)
+    return ip
+
+
+def defcomposite(fn, *, samples, name: str | None = None, api: str | None = None,
+                 method: bool | str = True, torch: str | None = None, gradcheck: bool = True,
+                 extra: dict | None = None) -> OpRecord:
+    """Register a composite (a plain function of other ops) in the op-info table."""
+    rec = _new(OpRecord)
+    for s in OpRecord.__slots__:
+        setattr(rec, s, None)
+    rec.name = name or fn.__name__
+    rec.kind = "composite"
+    rec.composite = fn
+    rec.call = fn
+    rec.samples = samples
+    rec.api = api if api is not None else rec.name
+    rec.method = rec.name if method is True else (method or None)
+    rec.torch = torch
+    rec.gradcheck = gradcheck
+    rec.extra = extra or {}
+    rec.differentiable = True
+    if rec.name in OPS:
+        raise ValueError(f"op {rec.name} registered twice")
+    OPS[rec.name] = rec
+    _publish(rec)
+    return rec
+
+
+def _publish(rec: OpRecord) -> None:
+    if rec.api:
+        ns, _, short = rec.api.rpartition(".")
+        NAMESPACES[ns][short] = rec.call
+    if rec.method:
+        setattr(Tensor, rec.method, rec.call)
+
+
+def _make_public(rec: OpRecord):
+    """A function with the schema's signature that packs its arguments for ``dispatch``."""
+    sig, names, env = [], [], {"_dispatch": dispatch, "_rec": rec}
+    kw_started = False
+    for i, p in enumerate(rec.params):
+        if p.kwarg_only and not kw_started:
+            sig.append("*")
+            kw_started = True
+        if p.has_default:
+            env[f"_d{i}"] = p.default
+            sig.append(f"{p.name}=_d{i}")
+        else:
+            sig.append(p.name)
+        names.append(p.name)
+    pyname = rec.name.replace(".", "_")
+    src = f"def {pyname}({', '.join(sig)}):\n    return _dispatch(_rec, ({', '.join(names)},))\n"
+    exec(src, env)
+    fn = env[pyname]
+    fn.__qualname__ = fn.__name__ = rec.name.split(".")[0]
+    fn.__doc__ = f"{rec.schema}"
+    return fn
+
+
+# --- backward formulas -> node class ---
+def _build_backward(rec: OpRecord, vjp: dict | None, node_name: str) -> None:
+    params = rec.params
+    pnames = [p.name for p in params]
+    diff = [i for i in rec.tensor_pos if params[i].code != T_PLAIN]
+    rec.diff_pos = tuple(diff)
+    rec.differentiable = bool(vjp)
+    if not vjp:
+        rec.node_cls = None
+        rec.save_plan = rec.arg_plan = rec.vjp_plan = ()
+        rec.n_saved = 0
+        rec.uses_needs = False
+        return
+    saved, args = [], []  # ("in", pos) / ("out", i);  ("raw"|"shape"|"dtype", pos)
+
+    def source(pname: str, op: str):
+        if pname == "grad":
+            return "G[0]"
+        if pname == "grads":
+            return "G"
+        if pname == "needs":
+            return "N"
+        if pname in rec.out_names:
+            key = ("out", rec.out_names.index(pname))
+            return _slot(saved, key, "S")
+        if pname in pnames:
+            pos = pnames.index(pname)
+            if params[pos].code:
+                return _slot(saved, ("in", pos), "S")
+            return _slot(args, ("raw", pos), "A")
+        for suffix in ("_shape", "_dtype"):
+            if pname.endswith(suffix) and pname[: -len(suffix)] in pnames:
+                pos = pnames.index(pname[: -len(suffix)])
+                return _slot(args, (suffix[1:], pos), "A")
+        raise ValueError(f"op {rec.name}: formula for {op!r} names unknown parameter {pname!r}")
+
+    plan = []
+    for key, f in vjp.items():
+        targets = key if isinstance(key, tuple) else (key,)
+        for t in targets:
+            if t not in pnames or t not in [pnames[i] for i in diff]:
+                raise ValueError(f"op {rec.name}: vjp for {t!r}, which is not a Tensor parameter")
+        srcs = [source(pn, key) for pn in inspect.signature(f).parameters]
+        call = eval(f"lambda f, G, S, A, N: f({', '.join(srcs)})")  # noqa: S307 - built from names
+        slots = tuple(diff.index(pnames.index(t)) for t in targets)
+        plan.append((slots if isinstance(key, tuple) else slots[0], f, call))
+    rec.save_plan = tuple(saved)
+    rec.arg_plan = tuple(args)
+    rec.vjp_plan = tuple(plan)
+    rec.n_saved = len(saved)
+    rec.uses_needs = any("needs" in inspect.signature(f).parameters for _, f, _ in plan)
+    cls = type(node_name, (OpNode,), {"__slots__": (), "_rec": rec})
+    for k, (kind, pos) in enumerate(saved):
+        nm = pnames[pos] if kind == "in" else rec.out_names[pos]
+        setattr(cls, "_saved_" + nm, property(lambda self, k=k: self._unpack_one(k)))
+        setattr(cls, "_raw_saved_" + nm, property(lambda self, k=k: self._saved[k] if self._saved else None))
+    for k, (kind, pos) in enumerate(args):
+        nm = pnames[pos] + ("" if kind == "raw" else "_sym_sizes" if kind == "shape" else "_dtype")
+        setattr(cls, "_saved_" + nm, property(lambda self, k=k: self._args[k]))
+    rec.node_cls = cls
+
+
+def _slot(lst: list, key, letter: str) -> str:
+    if key not in lst:
+        lst.append(key)
+    return f"{letter}[{lst.index(key)}]"
+
+
+class OpNode(Node):
+    """Base of the generated per-op nodes; ``_rec`` (class attribute) is the op record."""
+
+    __slots__ = ("_args",)
+    _rec: OpRecord
+
+    def _unpack_one(self, k):
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(SECOND_BACKWARD_MSG)
+        s = saved[k]
+        return [x.unpack(self) for x in s] if type(s) is list else s.unpack(self)
+
+    def apply(self, grads):
+        rec = self._rec
+        edges = self.next_edges
+        saved = self._saved
+        if saved is None:
+            if rec.n_saved:
+                raise RuntimeError(SECOND_BACKWARD_MSG)
+            S = ()
+        else:
+            S = [x.unpack(self) if type(x) is not list else [y.unpack(self) for y in x] for x in saved]
+        if len(grads) == 1:
+            if grads[0] is None:
+                return (None,) * len(edges)
+        elif any(g is None for g in grads):
+            if all(g is None for g in grads):
+                return (None,) * len(edges)
+            grads = _materialize(self, grads)
+        N = tuple(e is not None for e in edges) if rec.uses_needs else None
+        A = self._args
+        if rec.has_list:
+            return _apply_with_lists(self, rec, grads, S, A, N)
+        out = [None] * len(edges)
+        for slot, f, call in rec.vjp_plan:
+            if type(slot) is int:
+                if edges[slot] is not None:
+                    out[slot] = call(f, grads, S, A, N)
+            else:
+                if any(edges[s] is not None for s in slot):
+                    res = call(f, grads, S, A, N)
+                    for s, g in zip(slot, res, strict=True):
+                        out[s] = g
+        return out
+
+
+def _materialize(node, grads):
+    xp = np
+    return tuple(
+        _make(xp.zeros(m[0], m[1]), None, 0, None) if g is None else g
+        for g, m in zip(grads, node._in_meta, strict=True)
+    )
+
+
+def _apply_with_lists(node, rec, grads, S, A, N):
+    per_param = [None] * len(rec.diff_pos)
+    for slot, f, call in rec.vjp_plan:
+        res = call(f, grads, S, A, N)
+        if type(slot) is int:
+            per_param[slot] = res
+        else:
+            for s, g in zip(slot, res, strict=True):
+                per_param[s] = g
+    out = []
+    for k, pos in enumerate(rec.diff_pos):
+        if rec.params[pos].code == T_TENSOR_LIST:
+            n = len(node._args[-1][k])
+            g = per_param[k]
+            out.extend([None] * n if g is None else g)
+        else:
+            out.append(per_param[k])
+    return out
+
+
+# --- dispatch ---
+_KIND = {d.np: d.kind for d in D.ALL}
+
+
+def _scalar_kind(x) -> int:
+    t = type(x)
+    if t is float:
+        return D.FLOAT
+    if t is int:
+        return D.INT
+    if t is bool:
+        return D.BOOL
+    if t is complex:
+        return D.COMPLEX
+    return D._scalar_dtype(x).kind
+
+
+def _promote(rec, args, xs) -> None:
+    """Cast the arrays in ``xs`` (in place) to the op's PyTorch result dtype."""
+    first = None
+    same = True
+    top = -1
+    for i in rec.promote_pos:
+        a = xs[i]
+        if type(a) is _ndarray:
+            if first is None:
+                first = a.dtype
+            elif a.dtype is not first and a.dtype != first:
+                same = False
+        elif a is not None and type(a) is not list:
+            k = _scalar_kind(a)
+            if k > top:
+                top = k
+    if same and first is not None and top <= _KIND[first]:
+        dt = first
+    else:
+        dt = D.result_type([args[i] for i in rec.promote_pos]).np
+    if rec.promote == PROMOTE_FLOAT and dt.kind not in "fc":
+        dt = D._default[0].np
+    if not same or dt is not first:
+        for i in rec.promote_pos:
+            a = xs[i]
+            if type(a) is _ndarray and a.dtype != dt:
+                xs[i] = a.astype(dt)
+            elif a is not None and type(a) is not _ndarray and type(a) is not list and dt.kind not in "fc":
+                if dt.kind == "b":
+                    xs[i] = bool(a)
+
+
+def _unwrap(rec, args):
+    """Replace tensors by arrays; return (arrays, whether any tensor requires grad)."""
+    xs = list(args)
+    rg = False
+    params = rec.params
+    for i in rec.tensor_pos:
+        a = xs[i]
+        if isinstance(a, Tensor):
+            if a._view is not None:
+                refresh_view(a)
+            xs[i] = a._data
+            if a._rg:
+                rg = True
+        else:
+            code = params[i].code
+            if code == T_TENSOR_LIST:
+                lst = []
+                for t in a:
+                    if isinstance(t, Tensor):
+                        if t._view is not None:
+                            refresh_view(t)
+                        lst.append(t._data)
+                        if t._rg:
+                            rg = True
+                    else:
+                        lst.append(t)
+                xs[i] = lst
+            elif a is None:
+                if code != T_OPT_TENSOR:
+                    raise TypeError(f"{rec.name}(): argument '{params[i].name}' (position {i + 1}) must be Tensor, not NoneType")
+            elif not rec.promote:
+                if isinstance(a, (int, float, bool, complex, np.number, np.bool_)) and code:
+                    xs[i] = _asarray(a)
+                else:
+                    raise TypeError(
+                        f"{rec.name}(): argument '{params[i].name}' (position {i + 1}) must be Tensor, not {type(a).__name__}"
+                    )
+    return xs, rg
+
+
+def dispatch(rec: OpRecord, args: tuple):
+    """The one dispatch point: run ``rec`` on ``args`` (a tuple in schema order)."""
+    if _modes:
+        return _modes[-1].dispatch(rec, args, _run)
+    if rec.kind != "plain":
+        return _SPECIAL[rec.kind](rec, args)
+    xs, rg = _unwrap(rec, args)
+    if rec.promote:
+        _promote(rec, args, xs)
+    out = rec.fwd(*xs)
+    if rec.multi_out:
+        outs = tuple(_make(o if type(o) is _ndarray else _asarray(o), None, 0, None) for o in out)
+        if rg and rec.node_cls is not None and _gs.grad_enabled:
+            _record(rec, args, outs)
+        return outs
+    if type(out) is not _ndarray:
+        out = _asarray(out)
+    t = _make(out, None, 0, None)
+    if rg and rec.node_cls is not None and _gs.grad_enabled and out.dtype.kind in "fc":
+        _record(rec, args, (t,))
+    return t
+
+
+def _run(rec, args):
+    """Run without consulting the mode stack (a mode calls this to run the op underneath)."""
+    modes = _modes[:]
+    _modes.clear()
+    try:
+        return dispatch(rec, args)
+    finally:
+        _modes[:] = modes
+
+
+def _new_node(rec, args, self_override=None):
+    """Create the node: edges to the differentiable inputs, saved inputs and arguments."""
+    cls = rec.node_cls
+    node = _new(cls)
+    edges = []
+    for i in rec.diff_pos:
+        a = args[i]
+        if type(a) is Tensor or isinstance(a, Tensor):
+            edges.append(gradient_edge(a))
+        elif type(a) in (list, tuple):
+            edges.extend(gradient_edge(t) if isinstance(t, Tensor) else None for t in a)
+        else:
+            edges.append(None)
+    node.next_edges = tuple(edges)
+    node.sequence_nr = next_sequence_nr()
+    node._extra = None
+    saved = []
+    for kind, pos in rec.save_plan:
+        if kind == "in":
+            a = args[pos]
+            if pos == 0 and self_override is not None:
+                a = self_override
+            if type(a) in (list, tuple):
+                saved.append([SavedTensor(t, False) for t in a])
+            elif isinstance(a, Tensor):
+                saved.append(SavedTensor(a, False))
+            else:
+                saved.append(_ScalarSaved(a))
+        else:
+            saved.append(None)  # outputs are saved once they exist (_attach)
+    node._saved = saved
+    if rec.arg_plan or rec.has_list:
+        node._args = tuple(_arg_value(kind, args[pos]) for kind, pos in rec.arg_plan) + (
+            (tuple(len(args[i]) if rec.params[i].code == T_TENSOR_LIST else 1 for i in rec.diff_pos),)
+            if rec.has_list else ()
+        )
+    else:
+        node._args = ()
+    return node
+
+
+def _arg_value(kind, a):
+    if kind == "raw":
+        return a
+    if kind == "shape":
+        if type(a) in (list, tuple):
+            return [t._data.shape if isinstance(t, Tensor) else () for t in a]
+        return a._data.shape if isinstance(a, Tensor) else ()
+    if type(a) in (list, tuple):
+        return [t.dtype for t in a]
+    return a.dtype if isinstance(a, Tensor) else D.result_type([a])
+
+
+class _ScalarSaved:
+    """A Python number passed where a formula names a Tensor parameter (weak scalar operand)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def unpack(self, node):
+        return self.value
+
+
+def _attach(rec, node, outs) -> None:
+    """Save outputs the formulas need, set each output's grad_fn, record input metadata."""
+    saved = node._saved
+    for k, (kind, pos) in enumerate(rec.save_plan):
+        if kind == "out":
+            saved[k] = SavedTensor(outs[pos], True, pos)
+    node._saved = tuple(saved) if saved else ()
+    meta = []
+    for nr, o in enumerate(outs):
+        d = o._data
+        meta.append((d.shape, d.dtype, _cpu))
+        if d.dtype.kind in "fc":
+            o._grad_fn = node
+            o._output_nr = nr
+            o._rg = True
+    node._in_meta = tuple(meta)
+
+
+def _record(rec, args, outs) -> None:
+    _attach(rec, _new_node(rec, args), outs)
+
+
+# --- views ---
+def _run_view(rec, args):
+    xs, rg = _unwrap(rec, args)
+    out = rec.fwd(*xs)
+    self = args[0]
+    vc = self._vc
+    if vc is None:
+        vc = self._vc = [0]
+    info = self._view
+    base, chain, multi = (self, (), False) if info is None else (info.base, info.chain, info.multi)
+    params = args[1:]
+    if rec.multi_out:
+        outs = tuple(_make(o, None, 0, vc) for o in out)
+        for i, o in enumerate(outs):
+            o._view = ViewInfo(base, chain + ((rec, params, i),), vc[0], True)
+    else:
+        t = _make(out, None, 0, vc)
+        t._view = ViewInfo(base, chain + ((rec, params, None),), vc[0], multi)
+        outs = (t,)
+    if rg and _gs.grad_enabled:
+        _record(rec, args, outs)
+    return outs if rec.multi_out else outs[0]
+
+
+# --- in-place ---
+_TYPE_NAMES = {d.np: d.legacy[: -len("Tensor")] for d in D.ALL}
+
+
+def _run_inplace(rec, args):
+    self = args[0]
+    if not isinstance(self, Tensor):
+        raise TypeError(f"{rec.name}(): argument 'self' must be Tensor, not {type(self).__name__}")
+    info = self._view
+    if info is not None:
+        refresh_view(self)
+    grad_on = _gs.grad_enabled
+    if grad_on:
+        if self._rg and self._grad_fn is None:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        if info is not None and info.base._rg and info.base._grad_fn is None:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    base_rec = rec.outplace
+    xs, rg = _unwrap(rec, args)
+    if rec.promote:
+        _promote(rec, args, xs)
+    res = base_rec.fwd(*xs)
+    if type(res) is not _ndarray:
+        res = _asarray(res)
+    dst = self._data
+    if res.dtype != dst.dtype and not D.can_cast(D._FROM_NP[res.dtype], D._FROM_NP[dst.dtype]):
+        raise RuntimeError(
+            f"result type {_TYPE_NAMES[res.dtype]} can't be cast to the desired output type {_TYPE_NAMES[dst.dtype]}"
+        )
+    if res.shape != dst.shape:
+        raise RuntimeError(
+            f"output with shape {list(dst.shape)} doesn't match the broadcast shape {list(res.shape)}"
+        )
+    recording = rg and grad_on and base_rec.node_cls is not None and dst.dtype.kind in "fc"
+    if recording:
+        if info is not None and info.multi:
+            raise RuntimeError(
+                f"Output {info.chain[-1][2]} of {self._grad_fn.name() if self._grad_fn else 'a view op'} is a "
+                "view and is being modified inplace. This view is the output of a function that returns "
+                "multiple views. Such functions do not allow the output views to be modified inplace. You "
+                "should replace the inplace operation by an out-of-place one."
+            )
+        orig = None
+        if ("in", 0) in base_rec.save_plan:  # the formula needs self as it was before the write
+            orig = _make(dst.copy(), self._grad_fn, self._output_nr, None)
+            orig._rg = self._rg
+        node = _new_node(base_rec, args, orig)
+    np.copyto(dst, res, casting="unsafe")
+    self._bump()
+    if recording:
+        if info is None:
+            _attach(base_rec, node, (self,))
+        else:
+            _copy_slices(self, info, base_rec, node)
+    return self
+
+
+class CopySlices(Node):
+    """The base's node after an in-place op on one of its views (PyTorch's CopySlices).
+
+    Its gradient is the incoming one with the view's region replaced by what the in-place op's
+    node ``fn`` gives for the view's old value; ``fn``'s other inputs pass through.
+    """
+
+    __slots__ = ("view", "fn")
+
+    def apply(self, grads):
+        grad = grads[0]
+        result = grad.clone()
+        region = self.view.replay(result)
+        res = self.fn.apply((region.clone(),))
+        if res[0] is None:
+            region.zero_()
+        else:
+            region.copy_(res[0])
+        return (result, *res[1:])
+
+    def release_variables(self) -> None:
+        self.fn._saved = None
+
+
+def _copy_slices(view, info, base_rec, fn) -> None:
+    base = info.base
+    cs = _new(CopySlices)
+    cs.view = ViewInfo(None, info.chain, 0, False)
+    cs.fn = fn
+    cs.next_edges = (gradient_edge(base),) + fn.next_edges[1:]
+    cs.sequence_nr = fn.sequence_nr
+    cs._extra = None
+    cs._saved = ()
+    d = base._data
+    cs._in_meta = ((d.shape, d.dtype, _cpu),)
+    _attach(base_rec, fn, (view,))  # fn saves the view's new value as its result, if needed
+    base._grad_fn = cs
+    base._output_nr = 0
+    base._rg = True
+    info.version = -1  # force the view's grad_fn to be regenerated from the new base node
+    refresh_view(view)
+
+
+_SPECIAL = {"view": _run_view, "inplace": _run_inplace, "composite": None}

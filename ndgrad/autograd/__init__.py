@@ -1,0 +1,35 @@
+"""``ndgrad.autograd``: ``backward``, ``grad``, grad modes, graph nodes and ``gradcheck``.
+
+Grad modes and ``graph`` sit below the tensor layer and are imported eagerly; the entry points
+that need tensors and ops (``backward``, ``grad``, ``gradcheck``) live in modules one layer up
+and are imported on first use, so that ``ndgrad._tensor`` can import ``autograd.graph``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from . import graph
+from .grad_mode import (
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
+)
+from .graph import Node
+
+__all__ = [
+    "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
+    "is_grad_enabled", "is_inference_mode_enabled", "graph", "Node", "gradcheck", "gradgradcheck",
+]
+
+_LAZY = {
+    "backward": ".api", "grad": ".api", "gradcheck": ".gradcheck", "gradgradcheck": ".gradcheck",
+    "queue_callback": ".engine",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value  # shadows the submodule of the same name (as torch.autograd does)
+        return value
+    raise AttributeError(f"module 'ndgrad.autograd' has no attribute '{name}'")

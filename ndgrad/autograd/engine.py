@@ -1,0 +1,300 @@
+"""Backward engine: one walk counts dependencies; a ready queue runs nodes (AccumulateGrad first,
+then newest sequence number). Gradients meet in per-node input buffers; each node's outputs
+are checked against the metadata of the nodes they flow into (broadcast gradients reduced,
+dtypes cast, incompatible shapes raise PyTorch's error).
+"""
+
+from __future__ import annotations
+
+import threading
+from heapq import heappop, heappush
+
+from .._tensor import gradient_edge, refresh_view
+from .grad_mode import state as _gs
+from .graph import AccumulateGrad, GraphRoot
+
+__all__ = ["run_backward", "queue_callback"]
+
+
+# --- task state ---
+class GraphTask:
+    __slots__ = ("keep_graph", "create_graph", "needed", "captures", "captured", "callbacks", "journal")
+
+    def __init__(self, keep_graph: bool, create_graph: bool):
+        self.keep_graph = keep_graph
+        self.create_graph = create_graph
+        self.needed = None  # nodes to run when `inputs` restrict the backward
+        self.captures = None  # node -> [(input_nr, capture index)] for autograd.grad
+        self.captured = None
+        self.callbacks = []
+        self.journal = []  # (meta, grad tensor, copy of its array) to undo .grad on failure
+
+
+_local = threading.local()
+
+
+def _task_stack() -> list:
+    s = getattr(_local, "tasks", None)
+    if s is None:
+        s = _local.tasks = []
+    return s
+
+
+def queue_callback(callback) -> None:
+    """Run ``callback()`` once the current backward pass finishes (``Variable._execution_engine``)."""
+    stack = _task_stack()
+    if not stack:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    stack[-1].callbacks.append(callback)
+
+
+# --- entry points ---
+def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unused=True, accumulate=True):
+    """Run backward from ``roots`` (tensors) seeded with ``grads``.
+
+    ``accumulate=True`` is ``backward()``: leaves (and non-leaf ``inputs``) get ``.grad``.
+    ``accumulate=False`` is ``grad()``: returns the gradients of ``inputs``.
+    """
+    edges = []
+    for i, t in enumerate(roots):
+        if t._view is not None:
+            refresh_view(t)
+        e = gradient_edge(t)
+        if e is None:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+        edges.append(e)
+    root = GraphRoot(edges, grads)
+    task = GraphTask(keep_graph, create_graph)
+    deps = _count_dependencies(root)
+    if inputs is not None:
+        in_edges = []
+        for t in inputs:
+            if t._view is not None:
+                refresh_view(t)
+            e = gradient_edge(t)
+            if e is None and not accumulate:
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+            in_edges.append(e)
+        targets = {e[0] for e in in_edges if e is not None}
+        run = {n for n in targets if accumulate and isinstance(n, AccumulateGrad)}
+        task.needed = _needed_nodes(root, targets, run)
+        if not accumulate or any(e is not None and not isinstance(e[0], AccumulateGrad) for e in in_edges):
+            task.captures = {}
+            for k, e in enumerate(in_edges):
+                if e is not None and (not accumulate or not isinstance(e[0], AccumulateGrad)):
+                    task.captures.setdefault(e[0], []).append((e[1], k))
+            task.captured = [None] * len(in_edges)
+    stack = _task_stack()
+    stack.append(task)
+    prev = _gs.grad_enabled
+    _gs.grad_enabled = create_graph
+    try:
+        _execute(task, root, deps)
+        _gs.grad_enabled = prev
+        for cb in task.callbacks:  # callbacks may queue more callbacks
+            cb()
+    except BaseException:
+        _gs.grad_enabled = prev
+        for meta, old, saved in reversed(task.journal):
+            meta.grad = old
+            if saved is not None:
+                old._data[...] = saved
+        raise
+    finally:
+        stack.pop()
+    if accumulate and task.captured is not None:
+        for t, g in zip(inputs, task.captured, strict=True):
+            if g is not None and t._grad_fn is not None:
+                m = t._get_meta()
+                m.grad = g if m.grad is None else m.grad + g
+        return None
+    return task.captured
+
+
+# --- dependencies ---
+def _count_dependencies(root) -> dict:
+    """Number of edges into each node reachable from root: iterative, never recursive."""
+    deps = {}
+    stack = [root]
+    pop, push = stack.pop, stack.append
+    while stack:
+        for e in pop().next_edges:
+            if e is not None:
+                nxt = e[0]
+                if nxt in deps:
+                    deps[nxt] += 1
+                else:
+                    deps[nxt] = 1
+                    push(nxt)
+    return deps
+
+
+def _needed_nodes(root, targets: set, run: set) -> set:
+    """Nodes on some path from root to a target (post-order walk, children first)."""
+    needed = set()
+    visited = {root}
+    stack = [(root, 0)]
+    while stack:
+        node, i = stack[-1]
+        edges = node.next_edges
+        if i < len(edges):
+            stack[-1] = (node, i + 1)
+            e = edges[i]
+            if e is not None and e[0] not in visited:
+                visited.add(e[0])
+                stack.append((e[0], 0))
+            continue
+        stack.pop()
+        if node in run or any(e is not None and e[0] in needed or e is not None and e[0] in targets for e in edges):
+            needed.add(node)
+    return needed
+
+
+# --- the loop ---
+def _execute(task, root, deps) -> None:
+    keep = task.keep_graph
+    needed = task.needed
+    captures = task.captures
+    buffers = {root: ()}
+    heap = [(-root.sequence_nr, root)]
+    while heap:
+        node = heappop(heap)[1]
+        grads = buffers.pop(node)
+        if node._extra is not None or captures is not None or needed is not None:
+            grads = _before_node(task, node, grads)
+            if grads is None:
+                continue
+        if type(node) is AccumulateGrad:
+            meta = node.variable._get_meta()
+            old = meta.grad
+            task.journal.append((meta, old, None if old is None else old._data.copy()))
+        outputs = node.apply(grads)
+        if not keep:
+            node.release_variables()
+        edges = node.next_edges
+        if not edges:
+            if node._extra is not None:
+                _post_hooks(node, outputs, grads)
+            continue
+        outputs = _validate_outputs(node, edges, outputs)
+        if node._extra is not None:
+            outputs = _post_hooks(node, outputs, grads)
+        i = 0
+        for e in edges:
+            g = outputs[i]
+            i += 1
+            if e is None:
+                continue
+            nxt, nr = e
+            buf = buffers.get(nxt)
+            if buf is None:
+                buf = buffers[nxt] = [None] * len(nxt._in_meta)
+            if g is not None:
+                old = buf[nr]
+                buf[nr] = g if old is None else old + g
+            d = deps[nxt] - 1
+            deps[nxt] = d
+            if d == 0:
+                heappush(heap, (-nxt.sequence_nr, nxt))
+
+
+# --- one node ---
+def _before_node(task, node, grads):
+    """Tensor pre-hooks, retains-grad hooks, captures for grad(), node pre-hooks.
+    Returns the (possibly replaced) grads, or None when the node must not run."""
+    extra = node._extra
+    if extra is not None and (extra.tensor_pre_hooks or extra.retains_grad_hooks):
+        grads = list(grads)
+        for nr, hooks in extra.tensor_pre_hooks.items():
+            for fn in tuple(hooks.values()):
+                if grads[nr] is None:
+                    break
+                r = fn(grads[nr])
+                if r is not None:
+                    grads[nr] = r
+        for nr, fn in extra.retains_grad_hooks.items():
+            if grads[nr] is not None:
+                fn(grads[nr])
+    if task.captures is not None:
+        caps = task.captures.get(node)
+        if caps is not None:
+            for nr, k in caps:
+                task.captured[k] = grads[nr]
+    if task.needed is not None and node not in task.needed and type(node) is not GraphRoot:
+        return None
+    if extra is not None and extra.pre_hooks:
+        grads = tuple(grads)
+        for fn in tuple(extra.pre_hooks.values()):
+            r = fn(grads)
+            if r is not None:
+                grads = _check_hook_result(node, r, len(grads), "pre-hook")
+    return grads
+
+
+def _post_hooks(node, outputs, grads):
+    hooks = node._extra.post_hooks
+    if not hooks:
+        return outputs
+    outputs = tuple(outputs)
+    grads = tuple(grads)
+    for fn in tuple(hooks.values()):
+        r = fn(outputs, grads)
+        if r is not None:
+            outputs = _check_hook_result(node, r, len(outputs), "hook")
+    return outputs
+
+
+def _check_hook_result(node, r, n, what):
+    if not isinstance(r, (tuple, list)):
+        raise TypeError(f"{what} of {node.name()} must return None or a tuple")
+    if len(r) != n:
+        raise RuntimeError(f"{what} '{node.name()}' has returned an incorrect number of values (got {len(r)}, but expected {n})")
+    return tuple(r)
+
+
+def _validate_outputs(node, edges, outputs):
+    """Check each gradient against the metadata of the node it flows into (reduce, cast, raise)."""
+    if len(outputs) != len(edges):
+        raise RuntimeError(
+            f"function {node.name()} returned an incorrect number of gradients (expected "
+            f"{len(edges)}, got {len(outputs)})"
+        )
+    fixed = None
+    for i, e in enumerate(edges):
+        g = outputs[i]
+        if g is None or e is None:
+            continue
+        shape, dtype, _ = e[0]._in_meta[e[1]]
+        d = g._data
+        if d.shape != shape or d.dtype != dtype:
+            if fixed is None:
+                fixed = list(outputs)
+            fixed[i] = _conform(node, i, g, shape, dtype)
+    return outputs if fixed is None else fixed
+
+
+def _conform(node, i, g, shape, dtype):
+    d = g._data
+    if d.shape != shape:
+        if not _expandable(shape, d.shape):
+            raise RuntimeError(
+                f"Function {node.name()} returned an invalid gradient at index {i} - got "
+                f"{list(d.shape)} but expected shape compatible with {list(shape)}"
+            )
+        g = g.sum_to_size(shape)
+    if g._data.dtype != dtype:
+        if g._data.dtype.kind == "c" and dtype.kind != "c":
+            g = g.real
+        g = g.to(dtype)
+    return g
+
+
+def _expandable(shape, desired) -> bool:
+    """Whether ``shape`` broadcasts to ``desired`` (so a gradient of ``desired`` can be summed)."""
+    if len(shape) > len(desired):
+        return False
+    for a, b in zip(reversed(shape), reversed(desired)):
+        if a != b and a != 1:
+            return False
+    return True
+

@@ -1,0 +1,153 @@
+"""Grad modes: whether ops record a graph, per thread (``no_grad``, ``enable_grad``, ...).
+
+``state`` is the one thread-local record the dispatcher reads; each context manager saves the
+previous value on entry and restores it on exit, so modes nest and work as decorators.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+
+__all__ = [
+    "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
+    "is_inference_mode_enabled",
+]
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.grad_enabled = True
+        self.inference = False
+
+
+state = _State()
+
+
+def is_grad_enabled() -> bool:
+    return state.grad_enabled
+
+
+def is_inference_mode_enabled() -> bool:
+    return state.inference
+
+
+class _DecoratorContextManager:
+    """Lets a mode be used as ``with mode():`` and as ``@mode()`` (or bare ``@no_grad``)."""
+
+    def __call__(self, func):
+        if inspect.isclass(func):
+            raise RuntimeError("Decorating classes is not supported.")
+        if inspect.isgeneratorfunction(func):
+            @functools.wraps(func)
+            def gen(*args, **kwargs):
+                g = func(*args, **kwargs)
+                with self.clone():
+                    try:
+                        item = next(g)
+                    except StopIteration as e:
+                        return e.value
+                while True:
+                    try:
+                        with self.clone():
+                            sent = yield item
+                        with self.clone():
+                            item = g.send(sent)
+                    except StopIteration as e:
+                        return e.value
+            return gen
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with self.clone():
+                return func(*args, **kwargs)
+        return wrapper
+
+    def clone(self):
+        return self.__class__()
+
+
+class no_grad(_DecoratorContextManager):
+    """Context manager (and decorator) that disables gradient recording on this thread."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)  # bare ``@no_grad``
+
+    def __init__(self, orig_func=None):
+        self.prev = None
+
+    def __enter__(self):
+        self.prev = state.grad_enabled
+        state.grad_enabled = False
+
+    def __exit__(self, *exc):
+        state.grad_enabled = self.prev
+
+
+class enable_grad(_DecoratorContextManager):
+    """Context manager (and decorator) that enables gradient recording on this thread."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+    def __init__(self, orig_func=None):
+        self.prev = None
+
+    def __enter__(self):
+        self.prev = state.grad_enabled
+        state.grad_enabled = True
+
+    def __exit__(self, *exc):
+        state.grad_enabled = self.prev
+
+
+class set_grad_enabled(_DecoratorContextManager):
+    """Sets grad mode at construction (usable as a plain call) and restores it on ``__exit__``."""
+
+    def __init__(self, mode: bool):
+        self.prev = state.grad_enabled
+        self.mode = bool(mode)
+        state.grad_enabled = self.mode
+
+    def __call__(self, func):
+        state.grad_enabled = self.prev
+        return super().__call__(func)
+
+    def __enter__(self):
+        state.grad_enabled = self.mode
+
+    def __exit__(self, *exc):
+        state.grad_enabled = self.prev
+
+    def clone(self):
+        return self.__class__(self.mode)
+
+
+class inference_mode(_DecoratorContextManager):
+    """Like ``no_grad``, and marks the thread as in inference mode (``mode=False`` is a no-op)."""
+
+    def __new__(cls, mode=True):
+        if isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)
+
+    def __init__(self, mode: bool = True):
+        self.mode = mode
+        self.prev = None
+
+    def __enter__(self):
+        self.prev = (state.grad_enabled, state.inference)
+        if self.mode:
+            state.grad_enabled = False
+            state.inference = True
+
+    def __exit__(self, *exc):
+        state.grad_enabled, state.inference = self.prev
+
+    def clone(self):
+        return self.__class__(self.mode)

@@ -1,0 +1,273 @@
+"""Autograd core: ``Node`` (a backward function), edges, hooks and saved tensors.
+
+An edge is a plain tuple ``(node, input_nr)`` or ``None``. Nodes know nothing about particular
+ops: the ops layer generates one ``Node`` subclass per op, and the engine only calls
+``apply(grads)``. ``Tensor`` lives one layer up; it registers itself here as ``_tensor_cls`` so
+that a saved output can be rebuilt as a tensor on unpack.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import weakref
+
+from .grad_mode import state as _grad_state
+
+__all__ = ["Node", "AccumulateGrad", "GraphRoot", "SavedTensor", "RemovableHandle"]
+
+_tensor_cls = None  # set by ndgrad._tensor at import (Tensor is one layer up)
+_seq = itertools.count()
+_acc_seq = itertools.count(sys.maxsize // 2)  # AccumulateGrad sorts before every op node
+
+SECOND_BACKWARD_MSG = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you call "
+    ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+    "graph a second time or if you need to access saved tensors after calling backward."
+)
+
+
+def next_sequence_nr() -> int:
+    return next(_seq)
+
+
+class RemovableHandle:
+    """Returned by every hook registration; ``remove()`` unregisters the hook."""
+
+    _ids = itertools.count()
+    __slots__ = ("id", "_dicts", "__weakref__")
+
+    def __init__(self, *hooks_dicts):
+        self.id = next(RemovableHandle._ids)
+        self._dicts = tuple(weakref.ref(d) if _weakable(d) else (lambda d=d: d) for d in hooks_dicts)
+
+    def remove(self) -> None:
+        for ref in self._dicts:
+            d = ref()
+            if d is not None:
+                d.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class _HookDict(dict):
+    """A dict of hooks that a handle can hold weakly."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _weakable(d) -> bool:
+    return type(d) is _HookDict
+
+
+class NodeExtra:
+    """What few nodes have: hooks and user metadata (kept off ``Node`` to keep creation cheap)."""
+
+    __slots__ = ("pre_hooks", "post_hooks", "tensor_pre_hooks", "retains_grad_hooks", "metadata")
+
+    def __init__(self):
+        self.pre_hooks = _HookDict()
+        self.post_hooks = _HookDict()
+        self.tensor_pre_hooks = {}  # input_nr -> _HookDict
+        self.retains_grad_hooks = {}  # input_nr -> fn(grad)
+        self.metadata = {}
+
+
+class Node:
+    """A function of the backward graph. Subclasses define ``apply(grads) -> tuple``.
+
+    ``_in_meta`` holds ``(shape, np_dtype, device)`` of each gradient the node receives (one per
+    forward output), which the engine uses to check and reduce incoming gradients.
+    ``_saved`` holds the node's ``SavedTensor`` objects (``None`` once released).
+    """
+
+    __slots__ = ("next_edges", "sequence_nr", "_in_meta", "_saved", "_extra", "__weakref__")
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
+
+    @property
+    def next_functions(self):
+        return tuple((None, 0) if e is None else e for e in self.next_edges)
+
+    def _sequence_nr(self) -> int:
+        return self.sequence_nr
+
+    @property
+    def metadata(self) -> dict:
+        return self._get_extra().metadata
+
+    def _get_extra(self) -> NodeExtra:
+        extra = self._extra
+        if extra is None:
+            extra = self._extra = NodeExtra()
+        return extra
+
+    def register_hook(self, fn) -> RemovableHandle:
+        """``fn(grad_inputs, grad_outputs)`` runs after the node; may return new grad_inputs."""
+        d = self._get_extra().post_hooks
+        h = RemovableHandle(d)
+        d[h.id] = fn
+        return h
+
+    def register_prehook(self, fn) -> RemovableHandle:
+        """``fn(grad_outputs)`` runs before the node; may return new grad_outputs."""
+        d = self._get_extra().pre_hooks
+        h = RemovableHandle(d)
+        d[h.id] = fn
+        return h
+
+    def _register_tensor_pre_hook(self, input_nr: int, fn) -> RemovableHandle:
+        d = self._get_extra().tensor_pre_hooks.setdefault(input_nr, _HookDict())
+        h = RemovableHandle(d)
+        d[h.id] = fn
+        return h
+
+    def release_variables(self) -> None:
+        self._saved = None
+
+    def apply(self, grads):
+        raise NotImplementedError
+
+    def __call__(self, *grads):
+        return self.apply(grads)
+
+
+class GraphRoot(Node):
+    """The root of one backward call: hands the root gradients to the roots' nodes."""
+
+    __slots__ = ("grads",)
+
+    def __init__(self, edges, grads):
+        self.next_edges = tuple(edges)
+        self.sequence_nr = sys.maxsize
+        self._in_meta = ()
+        self._saved = None
+        self._extra = None
+        self.grads = tuple(grads)
+
+    def apply(self, grads):
+        return self.grads
+
+
+class AccumulateGrad(Node):
+    """The node of a leaf that requires grad: adds incoming gradients into ``variable.grad``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        self.variable = variable
+        self.next_edges = ()
+        self.sequence_nr = next(_acc_seq)
+        a = variable._data
+        self._in_meta = ((a.shape, a.dtype, variable.device),)
+        self._saved = None
+        self._extra = None
+
+    def apply(self, grads):
+        grad = grads[0]
+        if grad is None:
+            return ()
+        var = self.variable
+        meta = var._get_meta()
+        old = meta.grad
+        if _grad_state.grad_enabled:  # create_graph: keep the gradient's own graph
+            meta.grad = grad if old is None else old + grad
+        elif old is None:
+            d = grad._data
+            if _aliased(d) or grad in _stolen:
+                meta.grad = _tensor_cls._make(d.copy(), None, 0, None)
+            else:
+                # Steal the array: no other .grad can be handed the same tensor (see _stolen).
+                meta.grad = _tensor_cls._make(d, None, 0, None) if grad._rg else grad
+                _stolen.add(grad)
+        else:
+            od = old._data
+            if od.shape == grad._data.shape and od.dtype == grad._data.dtype and od.flags.writeable:
+                od += grad._data  # NOTE(pytorch): accumulate in place into an existing .grad
+                old._bump()
+            else:
+                meta.grad = old + grad
+        hooks = meta.post_acc_hooks
+        if hooks:
+            for fn in tuple(hooks.values()):
+                fn(var)
+        return ()
+
+
+# Gradients stored as some leaf's .grad: a formula that passes one gradient to several inputs
+# (add) must not let two leaves share one array that later accumulates in place.
+_stolen: weakref.WeakSet = weakref.WeakSet()
+
+
+def _aliased(a) -> bool:
+    """True when a gradient array may be shared with a user tensor, so ``.grad`` must copy it.
+
+    The engine passes user-supplied root gradients in as views, so they count as aliased too.
+    """
+    return a.base is not None or not a.flags.writeable
+
+
+def _shape_str(shape) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+class SavedTensor:
+    """A tensor saved for backward, with the version it had when saved.
+
+    An input is kept as the tensor itself; an output is kept as its array and version counter
+    only (no reference to the node that produced it, so no cycle) and rebuilt with ``grad_fn``
+    set to the owning node on unpack.
+    """
+
+    __slots__ = ("tensor", "data", "vc", "version", "output_nr")
+
+    def __init__(self, tensor, is_output: bool, output_nr: int = 0):
+        if is_output:
+            vc = tensor._vc
+            if vc is None:
+                vc = tensor._vc = [0]
+            self.tensor = None
+            self.data = tensor._data
+            self.vc = vc
+            self.version = vc[0]
+            self.output_nr = output_nr
+        else:
+            self.tensor = tensor
+            self.data = None
+            vc = tensor._vc
+            self.vc = None
+            self.version = vc[0] if vc is not None else 0
+            self.output_nr = 0
+
+    def unpack(self, node):
+        t = self.tensor
+        if t is not None:
+            vc = t._vc
+            if (vc[0] if vc is not None else 0) != self.version:
+                raise RuntimeError(_modified_msg(t._data.shape, t.dtype.legacy, t._grad_fn, t._output_nr,
+                                                 vc[0], self.version))
+            return t
+        if self.vc[0] != self.version:
+            dt = _tensor_cls._dtype_of(self.data)
+            raise RuntimeError(_modified_msg(self.data.shape, dt.legacy, node, self.output_nr,
+                                             self.vc[0], self.version))
+        return _tensor_cls._make(self.data, node, self.output_nr, self.vc)
+
+
+def _modified_msg(shape, legacy, grad_fn, output_nr, now, expected) -> str:
+    where = f", which is output {output_nr} of {grad_fn.name()}," if grad_fn is not None else ""
+    return (
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [ndgrad.{legacy} {_shape_str(shape)}]{where} is at version {now}; expected "
+        f"version {expected} instead. Hint: enable anomaly detection to find the operation that "
+        "failed to compute its gradient, with torch.autograd.set_detect_anomaly(True)."
+    )
