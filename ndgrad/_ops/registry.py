@@ -20,8 +20,9 @@ import numpy as np
 from .. import _backend
 from .. import _dtype as D
 from .._tensor import Tensor, ViewInfo, gradient_edge, refresh_view
-from ..autograd.graph import SECOND_BACKWARD_MSG, Node, SavedTensor, next_sequence_nr
+from ..autograd.graph import SECOND_BACKWARD_MSG, Node, next_sequence_nr, save_input, save_output
 from ..autograd.grad_mode import state as _gs
+from . import fastpath
 
 __all__ = ["defop", "defcomposite", "dispatch", "OPS", "OpRecord", "push_mode", "pop_mode"]
 
@@ -142,7 +143,7 @@ class OpRecord:
         "mutates", "multi_out", "tensor_pos", "diff_pos", "has_list", "node_cls", "save_plan",
         "arg_plan", "vjp_plan", "uses_needs", "n_saved", "jvp", "samples", "call", "composite",
         "outplace", "api", "method", "kind", "out_names", "torch", "tolerance", "differentiable",
-        "gradcheck", "extra", "promote_pos",
+        "gradcheck", "extra", "promote_pos", "save_need",
     )
 
     def __repr__(self) -> str:
@@ -200,7 +201,11 @@ def defop(
     rec.extra = extra or {}
     rec.tolerance = None
     _build_backward(rec, vjp, node_name or camel(name) + "Backward0")
-    rec.call = _make_public(rec)
+    rec.call = fastpath.public(rec, dispatch, _ScalarSaved) or _make_public(rec)
+    if rec.node_cls is not None:
+        apply = fastpath.node_apply(rec)
+        if apply is not None:
+            rec.node_cls.apply = apply
     OPS[key] = rec
     _publish(rec)
     if inplace:
@@ -291,7 +296,7 @@ def _build_backward(rec: OpRecord, vjp: dict | None, node_name: str) -> None:
     rec.differentiable = bool(vjp)
     if not vjp:
         rec.node_cls = None
-        rec.save_plan = rec.arg_plan = rec.vjp_plan = ()
+        rec.save_plan = rec.arg_plan = rec.vjp_plan = rec.save_need = ()
         rec.n_saved = 0
         rec.uses_needs = False
         return
@@ -327,12 +332,18 @@ def _build_backward(rec: OpRecord, vjp: dict | None, node_name: str) -> None:
         srcs = [source(pn, key) for pn in inspect.signature(f).parameters]
         call = eval(f"lambda f, G, S, A, N: f({', '.join(srcs)})")  # noqa: S307 - built from names
         slots = tuple(diff.index(pnames.index(t)) for t in targets)
-        plan.append((slots if isinstance(key, tuple) else slots[0], f, call))
+        plan.append((slots if isinstance(key, tuple) else slots[0], f, call, tuple(srcs)))
     rec.save_plan = tuple(saved)
     rec.arg_plan = tuple(args)
     rec.vjp_plan = tuple(plan)
+    # Save a value only when a formula that reads it will run (PyTorch saves conditionally too).
+    rec.save_need = tuple(
+        tuple(sorted({sl for slot, _, _, srcs in plan for sl in (slot if type(slot) is tuple else (slot,))
+                      if f"S[{k}]" in srcs}))
+        for k in range(len(saved))
+    )
     rec.n_saved = len(saved)
-    rec.uses_needs = any("needs" in inspect.signature(f).parameters for _, f, _ in plan)
+    rec.uses_needs = any("needs" in inspect.signature(f).parameters for _, f, _, _ in plan)
     cls = type(node_name, (OpNode,), {"__slots__": (), "_rec": rec})
     for k, (kind, pos) in enumerate(saved):
         nm = pnames[pos] if kind == "in" else rec.out_names[pos]
@@ -372,7 +383,8 @@ class OpNode(Node):
                 raise RuntimeError(SECOND_BACKWARD_MSG)
             S = ()
         else:
-            S = [x.unpack(self) if type(x) is not list else [y.unpack(self) for y in x] for x in saved]
+            S = [x if x is None else x.unpack(self) if type(x) is not list else [y.unpack(self) for y in x]
+                 for x in saved]
         if len(grads) == 1:
             if grads[0] is None:
                 return (None,) * len(edges)
@@ -385,7 +397,7 @@ class OpNode(Node):
         if rec.has_list:
             return _apply_with_lists(self, rec, grads, S, A, N)
         out = [None] * len(edges)
-        for slot, f, call in rec.vjp_plan:
+        for slot, f, call, _ in rec.vjp_plan:
             if type(slot) is int:
                 if edges[slot] is not None:
                     out[slot] = call(f, grads, S, A, N)
@@ -407,7 +419,7 @@ def _materialize(node, grads):
 
 def _apply_with_lists(node, rec, grads, S, A, N):
     per_param = [None] * len(rec.diff_pos)
-    for slot, f, call in rec.vjp_plan:
+    for slot, f, call, _ in rec.vjp_plan:
         res = call(f, grads, S, A, N)
         if type(slot) is int:
             per_param[slot] = res
@@ -564,15 +576,18 @@ def _new_node(rec, args, self_override=None):
     node.sequence_nr = next_sequence_nr()
     node._extra = None
     saved = []
-    for kind, pos in rec.save_plan:
-        if kind == "in":
+    need = rec.save_need
+    for k, (kind, pos) in enumerate(rec.save_plan):
+        if not rec.has_list and not any(edges[d] is not None for d in need[k]):
+            saved.append(None)
+        elif kind == "in":
             a = args[pos]
             if pos == 0 and self_override is not None:
                 a = self_override
             if type(a) in (list, tuple):
-                saved.append([SavedTensor(t, False) for t in a])
+                saved.append([save_input(t) for t in a])
             elif isinstance(a, Tensor):
-                saved.append(SavedTensor(a, False))
+                saved.append(save_input(a))
             else:
                 saved.append(_ScalarSaved(a))
         else:
@@ -616,8 +631,8 @@ def _attach(rec, node, outs) -> None:
     """Save outputs the formulas need, set each output's grad_fn, record input metadata."""
     saved = node._saved
     for k, (kind, pos) in enumerate(rec.save_plan):
-        if kind == "out":
-            saved[k] = SavedTensor(outs[pos], True, pos)
+        if kind == "out" and (rec.has_list or any(node.next_edges[d] is not None for d in rec.save_need[k])):
+            saved[k] = save_output(outs[pos], pos)
     node._saved = tuple(saved) if saved else ()
     meta = []
     for nr, o in enumerate(outs):
@@ -724,6 +739,10 @@ class CopySlices(Node):
 
     __slots__ = ("view", "fn")
 
+    # The engine releases a node by setting ``_saved = None``; here that releases ``fn``'s values.
+    _saved = property(lambda self: self.fn._saved,
+                      lambda self, value: setattr(self.fn, "_saved", value))
+
     def apply(self, grads):
         grad = grads[0]
         result = grad.clone()
@@ -735,9 +754,6 @@ class CopySlices(Node):
             region.copy_(res[0])
         return (result, *res[1:])
 
-    def release_variables(self) -> None:
-        self.fn._saved = None
-
 
 def _copy_slices(view, info, base_rec, fn) -> None:
     base = info.base
@@ -747,7 +763,6 @@ def _copy_slices(view, info, base_rec, fn) -> None:
     cs.next_edges = (gradient_edge(base),) + fn.next_edges[1:]
     cs.sequence_nr = fn.sequence_nr
     cs._extra = None
-    cs._saved = ()
     d = base._data
     cs._in_meta = ((d.shape, d.dtype, _cpu),)
     _attach(base_rec, fn, (view,))  # fn saves the view's new value as its result, if needed

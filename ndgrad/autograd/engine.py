@@ -153,49 +153,51 @@ def _needed_nodes(root, targets: set, run: set) -> set:
 # --- the loop ---
 def _execute(task, root, deps) -> None:
     keep = task.keep_graph
-    needed = task.needed
-    captures = task.captures
+    slow = task.captures is not None or task.needed is not None
+    journal = task.journal
     buffers = {root: ()}
     heap = [(-root.sequence_nr, root)]
+    pop, push, get = heappop, heappush, buffers.get
+    acc_type = AccumulateGrad
     while heap:
-        node = heappop(heap)[1]
+        node = pop(heap)[1]
         grads = buffers.pop(node)
-        if node._extra is not None or captures is not None or needed is not None:
+        extra = node._extra
+        if slow or extra is not None:
             grads = _before_node(task, node, grads)
             if grads is None:
                 continue
-        if type(node) is AccumulateGrad:
+        if type(node) is acc_type:
             meta = node.variable._get_meta()
             old = meta.grad
-            task.journal.append((meta, old, None if old is None else old._data.copy()))
+            journal.append((meta, old, None if old is None else old._data.copy()))
         outputs = node.apply(grads)
         if not keep:
-            node.release_variables()
+            node._saved = None
         edges = node.next_edges
-        if not edges:
-            if node._extra is not None:
-                _post_hooks(node, outputs, grads)
-            continue
-        outputs = _validate_outputs(node, edges, outputs)
-        if node._extra is not None:
-            outputs = _post_hooks(node, outputs, grads)
-        i = 0
-        for e in edges:
-            g = outputs[i]
-            i += 1
+        hooked = extra is not None and extra.post_hooks
+        if hooked:
+            outputs = _post_hooks(node, _validate_outputs(node, edges, outputs), grads)
+        for e, g in zip(edges, outputs):
             if e is None:
                 continue
             nxt, nr = e
-            buf = buffers.get(nxt)
+            buf = get(nxt)
             if buf is None:
                 buf = buffers[nxt] = [None] * len(nxt._in_meta)
             if g is not None:
+                if not hooked:
+                    shape, dtype, _ = nxt._in_meta[nr]
+                    a = g._data
+                    if a.shape != shape or a.dtype is not dtype and a.dtype != dtype:
+                        g = _conform(node, edges.index(e), g, shape, dtype)
                 old = buf[nr]
                 buf[nr] = g if old is None else old + g
             d = deps[nxt] - 1
-            deps[nxt] = d
-            if d == 0:
-                heappush(heap, (-nxt.sequence_nr, nxt))
+            if d:
+                deps[nxt] = d
+            else:
+                push(heap, (-nxt.sequence_nr, nxt))
 
 
 # --- one node ---
@@ -252,13 +254,18 @@ def _check_hook_result(node, r, n, what):
     return tuple(r)
 
 
-def _validate_outputs(node, edges, outputs):
-    """Check each gradient against the metadata of the node it flows into (reduce, cast, raise)."""
+def check_num_outputs(node, edges, outputs) -> None:
+    """Generated op nodes always return one gradient per edge; user code (custom Functions,
+    hooks) is checked here."""
     if len(outputs) != len(edges):
         raise RuntimeError(
             f"function {node.name()} returned an incorrect number of gradients (expected "
             f"{len(edges)}, got {len(outputs)})"
         )
+
+
+def _validate_outputs(node, edges, outputs):
+    """Check each gradient against the metadata of the node it flows into (reduce, cast, raise)."""
     fixed = None
     for i, e in enumerate(edges):
         g = outputs[i]

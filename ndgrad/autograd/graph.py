@@ -230,24 +230,6 @@ class SavedTensor:
 
     __slots__ = ("tensor", "data", "vc", "version", "output_nr")
 
-    def __init__(self, tensor, is_output: bool, output_nr: int = 0):
-        if is_output:
-            vc = tensor._vc
-            if vc is None:
-                vc = tensor._vc = [0]
-            self.tensor = None
-            self.data = tensor._data
-            self.vc = vc
-            self.version = vc[0]
-            self.output_nr = output_nr
-        else:
-            self.tensor = tensor
-            self.data = None
-            vc = tensor._vc
-            self.vc = None
-            self.version = vc[0] if vc is not None else 0
-            self.output_nr = 0
-
     def unpack(self, node):
         t = self.tensor
         if t is not None:
@@ -261,6 +243,35 @@ class SavedTensor:
             raise RuntimeError(_modified_msg(self.data.shape, dt.legacy, node, self.output_nr,
                                              self.vc[0], self.version))
         return _tensor_cls._make(self.data, node, self.output_nr, self.vc)
+
+
+_new = object.__new__
+
+
+def save_input(t) -> SavedTensor:
+    """Save an input tensor: the tensor itself and its current version."""
+    s = _new(SavedTensor)
+    s.tensor = t
+    s.data = None
+    vc = t._vc
+    s.vc = None
+    s.version = 0 if vc is None else vc[0]
+    s.output_nr = 0
+    return s
+
+
+def save_output(t, output_nr: int) -> SavedTensor:
+    """Save an output without a reference to it (so its node is not kept in a cycle)."""
+    s = _new(SavedTensor)
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = [0]
+    s.tensor = None
+    s.data = t._data
+    s.vc = vc
+    s.version = vc[0]
+    s.output_nr = output_nr
+    return s
 
 
 def _modified_msg(shape, legacy, grad_fn, output_nr, now, expected) -> str:

@@ -1,0 +1,175 @@
+"""Per-op straight-line code for the common case of dispatch and of a node's ``apply``.
+
+For an op whose tensor arguments are plain tensors (or weak Python scalars) of one dtype, the
+generated public function unwraps, runs the forward, wraps the output and records the node in
+one frame, with no loops, lists or per-call dicts. Anything unusual (a mode on the dispatch
+stack, a subclass, mixed dtypes, None, lists) falls back to ``registry.dispatch``, which is the
+reference behaviour; the fast path must give identical results. The chain benchmark in
+``benchmarks/`` is what justifies this file (generic dispatch measured about 2x slower per op).
+``print(rec.extra["fast_src"])`` shows the generated source of an op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _backend
+from .._tensor import Tensor, grad_accumulator, refresh_view
+from ..autograd.graph import SECOND_BACKWARD_MSG, _seq, save_input, save_output
+from ..autograd.grad_mode import state as _gs
+
+T_TENSOR = 1
+_seq_next = _seq.__next__  # a C-level call; next_sequence_nr() adds a Python frame
+_FLOATY = frozenset(np.dtype(c) for c in "efdFD")
+_BOOL = np.dtype(bool)
+
+
+def _env(rec):
+    return {
+        "_rec": rec, "_T": Tensor, "_new": object.__new__, "_nd": np.ndarray, "_asarray": np.asarray,
+        "_refresh": refresh_view, "_acc": grad_accumulator, "_seq": _seq_next, "_gs": _gs,
+        "_si": save_input, "_so": save_output, "_cpu": _backend.cpu, "_FLOATY": _FLOATY,
+        "_BOOL": _BOOL, "_fwd": rec.fwd, "_Node": rec.node_cls, "_MSG": SECOND_BACKWARD_MSG,
+    }
+
+
+def _eligible(rec) -> bool:
+    return (rec.kind == "plain" and not rec.has_list and not rec.multi_out
+            and all(rec.params[i].code == T_TENSOR for i in rec.tensor_pos) and rec.tensor_pos)
+
+
+def public(rec, dispatch, scalar_saved):
+    """The op's public function with an inlined fast path, or None when not eligible."""
+    if not _eligible(rec):
+        return None
+    from .registry import _modes  # the same list object the dispatcher consults
+
+    params = rec.params
+    env = _env(rec)
+    env.update(_dispatch=dispatch, _modes=_modes, _Sc=scalar_saved)
+    sig, names = [], []
+    kw = False
+    for i, p in enumerate(params):
+        if p.kwarg_only and not kw:
+            sig.append("*")
+            kw = True
+        if p.has_default:
+            env[f"_d{i}"] = p.default
+            sig.append(f"{p.name}=_d{i}")
+        else:
+            sig.append(p.name)
+        names.append(p.name)
+    slow = f"return _dispatch(_rec, ({', '.join(names)},))"
+    scalar_ok = {i for i in rec.promote_pos} if rec.promote else set()
+    L = [f"def {rec.name.replace('.', '_')}({', '.join(sig)}):", "    if _modes:", f"        {slow}"]
+    for i in rec.tensor_pos:
+        p = params[i].name
+        L += [f"    tp{i} = type({p})", f"    if tp{i} is _T:", f"        x{i} = {p}._data",
+              f"        if {p}._view is not None:", f"            _refresh({p})"]
+        if i in scalar_ok:
+            L += [f"    elif tp{i} is float or tp{i} is int:", f"        x{i} = {p}"]
+        L += ["    else:", f"        {slow}"]
+    if rec.promote:
+        tens = [i for i in rec.promote_pos]
+        L.append("    dt = None")
+        for i in tens:
+            L += [f"    if tp{i} is _T:", "        if dt is None:", f"            dt = x{i}.dtype",
+                  f"        elif x{i}.dtype is not dt:", f"            {slow}"]
+        L += ["    if dt is None:", f"        {slow}"]
+        for i in tens:
+            if i in scalar_ok:
+                L += [f"    if tp{i} is float and dt not in _FLOATY or tp{i} is int and dt is _BOOL:",
+                      f"        {slow}"]
+        if rec.promote == 2:
+            L += ["    if dt not in _FLOATY:", f"        {slow}"]
+    fargs = [f"x{i}" if i in rec.tensor_pos else params[i].name for i in range(len(params))]
+    L += [f"    out = _fwd({', '.join(fargs)})", "    if type(out) is not _nd:", "        out = _asarray(out)",
+          "    t = _new(_T)", "    t._data = out", "    t._rg = False", "    t._grad_fn = None",
+          "    t._output_nr = 0", "    t._vc = None", "    t._view = None", "    t._meta = None"]
+    if rec.node_cls is not None:
+        def is_t(i):
+            return f"tp{i} is _T and " if i in scalar_ok else ""
+
+        rg = " or ".join(f"({is_t(i)}{params[i].name}._rg)" for i in rec.diff_pos)
+        # PROMOTE_FLOAT outputs are floating by construction; others may be integer (no grad).
+        floaty = "" if rec.promote == 2 else " and out.dtype in _FLOATY"
+        L += [f"    if ({rg}) and _gs.grad_enabled{floaty}:"]
+        for i in rec.diff_pos:
+            p = params[i].name
+            edge = (f"({p}._grad_fn, {p}._output_nr) if {p}._grad_fn is not None else "
+                    f"((_acc({p}), 0) if {p}._rg else None)")
+            if i in scalar_ok:
+                edge = f"({edge}) if tp{i} is _T else None"
+            L.append(f"        e{i} = {edge}")
+        L += ["        node = _new(_Node)", f"        node.next_edges = ({''.join(f'e{i}, ' for i in rec.diff_pos)})",
+              "        node.sequence_nr = _seq()", "        node._extra = None"]
+        args = []
+        for kind, pos in rec.arg_plan:
+            p = params[pos].name
+            if kind == "raw":
+                args.append(p)
+            elif kind == "shape":
+                args.append(f"(x{pos}.shape if tp{pos} is _T else ())" if pos in scalar_ok else f"x{pos}.shape")
+            else:
+                args.append(f"{p}.dtype" if pos not in scalar_ok else f"({p}.dtype if tp{pos} is _T else None)")
+        L.append(f"        node._args = ({''.join(a + ', ' for a in args)})")
+        saved = []
+        for k, (kind, pos) in enumerate(rec.save_plan):
+            cond = " or ".join(f"e{rec.diff_pos[d]} is not None" for d in rec.save_need[k]) or "False"
+            if kind == "out":
+                val = "_so(t, 0)"
+            elif pos in scalar_ok:
+                val = f"(_si({params[pos].name}) if tp{pos} is _T else _Sc({params[pos].name}))"
+            else:
+                val = f"_si({params[pos].name})"
+            saved.append(f"({val} if {cond} else None)")
+        L.append(f"        node._saved = ({''.join(v + ', ' for v in saved)})")
+        L += ["        node._in_meta = ((out.shape, out.dtype, _cpu),)",
+              "        t._grad_fn = node", "        t._rg = True"]
+    L.append("    return t")
+    src = "\n".join(L) + "\n"
+    exec(src, env)  # noqa: S102 - generated from the op's schema
+    fn = env[rec.name.replace(".", "_")]
+    fn.__name__ = fn.__qualname__ = rec.name.split(".")[0]
+    fn.__doc__ = rec.schema
+    rec.extra["fast_src"] = src
+    return fn
+
+
+def node_apply(rec):
+    """A straight-line ``apply`` for single-output nodes without list arguments."""
+    if rec.has_list or rec.multi_out:
+        return None
+    env = _env(rec)
+    n = len(rec.diff_pos)
+    L = ["def apply(self, grads):", "    g = grads[0]", "    if g is None:", f"        return {(None,) * n!r}",
+         "    e = self.next_edges"]
+    if rec.n_saved:
+        L += ["    saved = self._saved", "    if saved is None:", "        raise RuntimeError(_MSG)"]
+    if rec.arg_plan:
+        L.append("    A = self._args")
+    if rec.uses_needs:
+        L.append("    N = tuple(x is not None for x in e)")
+    out = ["None"] * n
+    for k, (slot, f, _, srcs) in enumerate(rec.vjp_plan):
+        env[f"_f{k}"] = f
+        args = ", ".join(
+            "g" if s == "G[0]" else "grads" if s == "G" else "N" if s == "N"
+            else f"saved[{s[2:-1]}].unpack(self)" if s.startswith("S[") else s
+            for s in srcs
+        )
+        if type(slot) is int:
+            L.append(f"    r{slot} = _f{k}({args}) if e[{slot}] is not None else None")
+            out[slot] = f"r{slot}"
+        else:
+            cond = " or ".join(f"e[{s}] is not None" for s in slot)
+            names = ", ".join(f"r{s}" for s in slot)
+            L += [f"    if {cond}:", f"        {names}, = _f{k}({args})", "    else:",
+                  f"        {' = '.join(f'r{s}' for s in slot)} = None"]
+            for s in slot:
+                out[s] = f"r{s}"
+    L.append(f"    return ({''.join(o + ', ' for o in out)})")
+    src = "\n".join(L) + "\n"
+    exec(src, env)  # noqa: S102 - generated from the op's formulas
+    rec.extra["apply_src"] = src
+    return env["apply"]
