@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import threading
 import weakref
 
 from .grad_mode import state as _grad_state
@@ -176,6 +177,15 @@ class AccumulateGrad(Node):
         grad = grads[0]
         if grad is None:
             return ()
+        with _accumulate_lock:  # concurrent backwards may share a leaf; lose no gradient
+            self._accumulate(grad)
+        hooks = self.variable._meta.post_acc_hooks
+        if hooks:
+            for fn in tuple(hooks.values()):
+                fn(self.variable)
+        return ()
+
+    def _accumulate(self, grad) -> None:
         var = self.variable
         meta = var._get_meta()
         old = meta.grad
@@ -196,11 +206,9 @@ class AccumulateGrad(Node):
                 old._bump()
             else:
                 meta.grad = old + grad
-        hooks = meta.post_acc_hooks
-        if hooks:
-            for fn in tuple(hooks.values()):
-                fn(var)
-        return ()
+
+
+_accumulate_lock = threading.RLock()
 
 
 # Gradients stored as some leaf's .grad: a formula that passes one gradient to several inputs
