@@ -27,9 +27,11 @@ def _erf(x):
     try:
         from scipy.special import erf
     except ImportError:  # NumPy has no erf; math.erf per element is exact but slow
-        erf = np.frompyfunc(math.erf, 1, 1)
-        return erf(x).astype(x.dtype)
+        return np.asarray(_erf_py(x), dtype=x.dtype)
     return erf(x).astype(x.dtype, copy=False)
+
+
+_erf_py = np.frompyfunc(math.erf, 1, 1)
 
 
 # --- arithmetic ---
@@ -281,10 +283,10 @@ defop("logit(Tensor self, float? eps=None) -> Tensor", _logit, {"self": _logit_g
 
 defop("erf(Tensor self) -> Tensor", _erf,
       {"self": lambda grad, self: grad * _TWO_OVER_SQRT_PI * (-self * self).exp()},
-      promote=FLOAT, inplace="erf_", api="special.erf", samples=unary())
+      promote=FLOAT, inplace="erf_", samples=unary())
 defop("erfc(Tensor self) -> Tensor", lambda x: 1 - _erf(x),
       {"self": lambda grad, self: -grad * _TWO_OVER_SQRT_PI * (-self * self).exp()},
-      promote=FLOAT, inplace="erfc_", api="special.erfc", samples=unary())
+      promote=FLOAT, inplace="erfc_", samples=unary())
 
 # --- activations (also reachable as nn.functional.*) ---
 defop("relu(Tensor self) -> Tensor", lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
