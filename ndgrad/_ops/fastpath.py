@@ -38,18 +38,10 @@ def _eligible(rec) -> bool:
             and all(rec.params[i].code == T_TENSOR for i in rec.tensor_pos) and rec.tensor_pos)
 
 
-def public(rec, dispatch, scalar_saved):
-    """The op's public function with an inlined fast path, or None when not eligible."""
-    if not _eligible(rec):
-        return None
-    from .registry import _modes  # the same list object the dispatcher consults
-
-    params = rec.params
-    env = _env(rec)
-    env.update(_dispatch=dispatch, _modes=_modes, _Sc=scalar_saved)
-    sig, names = [], []
-    kw = False
-    for i, p in enumerate(params):
+def signature(rec, env: dict):
+    """The schema's Python signature (defaults bound as ``_d<i>`` in ``env``) and its names."""
+    sig, names, kw = [], [], False
+    for i, p in enumerate(rec.params):
         if p.kwarg_only and not kw:
             sig.append("*")
             kw = True
@@ -59,6 +51,19 @@ def public(rec, dispatch, scalar_saved):
         else:
             sig.append(p.name)
         names.append(p.name)
+    return sig, names
+
+
+def public(rec, dispatch, scalar_saved):
+    """The op's public function with an inlined fast path, or None when not eligible."""
+    if not _eligible(rec):
+        return None
+    from .registry import _modes  # the same list object the dispatcher consults
+
+    params = rec.params
+    env = _env(rec)
+    env.update(_dispatch=dispatch, _modes=_modes, _Sc=scalar_saved)
+    sig, names = signature(rec, env)
     slow = f"return _dispatch(_rec, ({', '.join(names)},))"
     scalar_ok = {i for i in rec.promote_pos} if rec.promote else set()
     L = [f"def {rec.name.replace('.', '_')}({', '.join(sig)}):", "    if _modes:", f"        {slow}"]

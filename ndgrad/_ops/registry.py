@@ -266,18 +266,8 @@ def _publish(rec: OpRecord) -> None:
 
 def _make_public(rec: OpRecord):
     """A function with the schema's signature that packs its arguments for ``dispatch``."""
-    sig, names, env = [], [], {"_dispatch": dispatch, "_rec": rec}
-    kw_started = False
-    for i, p in enumerate(rec.params):
-        if p.kwarg_only and not kw_started:
-            sig.append("*")
-            kw_started = True
-        if p.has_default:
-            env[f"_d{i}"] = p.default
-            sig.append(f"{p.name}=_d{i}")
-        else:
-            sig.append(p.name)
-        names.append(p.name)
+    env = {"_dispatch": dispatch, "_rec": rec}
+    sig, names = fastpath.signature(rec, env)
     pyname = rec.name.replace(".", "_")
     src = f"def {pyname}({', '.join(sig)}):\n    return _dispatch(_rec, ({', '.join(names)},))\n"
     exec(src, env)
