@@ -4,6 +4,6 @@ Importing this package registers all ops in ``registry.OPS`` (the op-info table)
 their methods to ``Tensor`` and fills ``registry.NAMESPACES`` for ``ndgrad``'s public modules.
 """
 
-from . import pointwise, reduce, shape, index, linalg  # noqa: F401  (order: composites use the others)
+from . import pointwise, reduce, shape, index, linalg, nn  # noqa: F401  (order: composites use the others)
 from . import composite  # noqa: F401
 from .registry import NAMESPACES, OPS, dispatch, pop_mode, push_mode  # noqa: F401

@@ -74,7 +74,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if inputs is not None:
         inputs = _tensor_tuple(inputs, "inputs")
         if len(inputs) == 0:
-            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     tensors = _tensor_tuple(tensors, "tensors")
     if grad_tensors is None:
         grad_tensors = [None] * len(tensors)
@@ -102,6 +102,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         allow_unused = materialize_grads
     outputs = _tensor_tuple(outputs, "outputs")
     inputs = _tensor_tuple(inputs, "inputs")
+    if len(inputs) == 0:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
     elif isinstance(grad_outputs, Tensor):
@@ -123,8 +125,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if g is None:
             if not allow_unused:
                 raise RuntimeError(
-                    "One of the differentiated Tensors appears to not have been used in the graph. "
-                    "Set allow_unused=True if this is the desired behavior."
+                    f"The differentiated Tensor at index {i} appears to not have been used in the "
+                    "graph. Set allow_unused=True if this is the desired behavior."
                 )
             if materialize_grads:
                 g = t.new_zeros(t.shape)
