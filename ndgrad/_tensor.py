@@ -204,6 +204,13 @@ class Tensor:
             m = self._meta = AutogradMeta()
         return m
 
+    def _unpack_saved(self, node):
+        """A saved input stored as itself (it was at version 0 when saved; see SavedTensor)."""
+        vc = self._vc
+        if vc is not None and vc[0]:
+            raise RuntimeError(graph.modified_msg(self, vc[0], 0))
+        return self
+
     def _bump(self) -> None:
         vc = self._vc
         if vc is None:

@@ -117,19 +117,26 @@ def public(rec, dispatch, scalar_saved):
                 args.append(f"(x{pos}.shape if tp{pos} is _T else ())" if pos in scalar_ok else f"x{pos}.shape")
             else:
                 args.append(f"{p}.dtype" if pos not in scalar_ok else f"({p}.dtype if tp{pos} is _T else None)")
-        L.append(f"        node._args = ({''.join(a + ', ' for a in args)})")
+        raw = [params[pos] for kind, pos in rec.arg_plan if kind == "raw"]
+        if raw and len(raw) == len(args) and all(p.has_default for p in raw):
+            # Arguments at their defaults (add's alpha=1) share one tuple: one allocation less.
+            env["_args_d"] = tuple(p.default for p in raw)
+            same = " and ".join(f"{p.name} is _d{params.index(p)}" for p in raw)
+            L.append(f"        node._args = _args_d if {same} else ({''.join(a + ', ' for a in args)})")
+        else:
+            L.append(f"        node._args = ({''.join(a + ', ' for a in args)})")
         saved = []
         for k, (kind, pos) in enumerate(rec.save_plan):
             cond = " or ".join(f"e{rec.diff_pos[d]} is not None" for d in rec.save_need[k]) or "False"
             if kind == "out":
                 val = "_so(t, 0)"
             elif pos in scalar_ok:
-                val = f"(_si({params[pos].name}) if tp{pos} is _T else _Sc({params[pos].name}))"
+                val = f"(({_save_expr(params[pos].name)}) if tp{pos} is _T else _Sc({params[pos].name}))"
             else:
-                val = f"_si({params[pos].name})"
+                val = _save_expr(params[pos].name)
             saved.append(f"({val} if {cond} else None)")
         L.append(f"        node._saved = ({''.join(v + ', ' for v in saved)})")
-        L += ["        node._in_meta = ((out.shape, out.dtype, _cpu),)",
+        L += ["        node._in_meta = (out.shape, out.dtype, _cpu)",
               "        t._grad_fn = node", "        t._rg = True"]
     L.append("    return t")
     src = "\n".join(L) + "\n"
@@ -139,6 +146,16 @@ def public(rec, dispatch, scalar_saved):
     fn.__doc__ = rec.schema
     rec.extra["fast_src"] = src
     return fn
+
+
+def _save_expr(p: str) -> str:
+    """``save_input(p)`` with the common case (version 0: saved as itself) inlined."""
+    return f"{p} if {p}._vc is None else _si({p})"
+
+
+def _unpack_expr(k: str) -> str:
+    """``saved[k]._unpack_saved(self)`` with the common case (a never-modified tensor) inlined."""
+    return f"(u{k} if type(u{k} := saved[{k}]) is _T and u{k}._vc is None else u{k}._unpack_saved(self))"
 
 
 def node_apply(rec):
@@ -160,7 +177,7 @@ def node_apply(rec):
         env[f"_f{k}"] = f
         args = ", ".join(
             "g" if s == "G[0]" else "grads" if s == "G" else "N" if s == "N"
-            else f"saved[{s[2:-1]}].unpack(self)" if s.startswith("S[") else s
+            else _unpack_expr(s[2:-1]) if s.startswith("S[") else s
             for s in srcs
         )
         if type(slot) is int:

@@ -362,7 +362,7 @@ class OpNode(Node):
         if saved is None:
             raise RuntimeError(SECOND_BACKWARD_MSG)
         s = saved[k]
-        return [x.unpack(self) for x in s] if type(s) is list else s.unpack(self)
+        return [x._unpack_saved(self) for x in s] if type(s) is list else s._unpack_saved(self)
 
     def apply(self, grads):
         rec = self._rec
@@ -373,7 +373,8 @@ class OpNode(Node):
                 raise RuntimeError(SECOND_BACKWARD_MSG)
             S = ()
         else:
-            S = [x if x is None else x.unpack(self) if type(x) is not list else [y.unpack(self) for y in x]
+            S = [x if x is None else x._unpack_saved(self) if type(x) is not list
+                 else [y._unpack_saved(self) for y in x]
                  for x in saved]
         if len(grads) == 1:
             if grads[0] is None:
@@ -401,9 +402,10 @@ class OpNode(Node):
 
 def _materialize(node, grads):
     xp = np
+    meta = node._in_meta
     return tuple(
-        _make(xp.zeros(m[0], m[1]), None, 0, None) if g is None else g
-        for g, m in zip(grads, node._in_meta, strict=True)
+        _make(xp.zeros(meta[3 * i], meta[3 * i + 1]), None, 0, None) if g is None else g
+        for i, g in enumerate(grads)
     )
 
 
@@ -419,7 +421,7 @@ def _apply_with_lists(node, rec, grads, S, A, N):
     out = []
     for k, pos in enumerate(rec.diff_pos):
         if rec.params[pos].code == T_TENSOR_LIST:
-            n = len(node._args[-1][k])
+            n = node._args[-1][k]  # the list's length, recorded by _new_node
             g = per_param[k]
             out.extend([None] * n if g is None else g)
         else:
@@ -613,7 +615,7 @@ class _ScalarSaved:
     def __init__(self, value):
         self.value = value
 
-    def unpack(self, node):
+    def _unpack_saved(self, node):
         return self.value
 
 
@@ -627,7 +629,7 @@ def _attach(rec, node, outs) -> None:
     meta = []
     for nr, o in enumerate(outs):
         d = o._data
-        meta.append((d.shape, d.dtype, _cpu))
+        meta += (d.shape, d.dtype, _cpu)
         if d.dtype.kind in "fc":
             o._grad_fn = node
             o._output_nr = nr
@@ -754,7 +756,7 @@ def _copy_slices(view, info, base_rec, fn) -> None:
     cs.sequence_nr = fn.sequence_nr
     cs._extra = None
     d = base._data
-    cs._in_meta = ((d.shape, d.dtype, _cpu),)
+    cs._in_meta = (d.shape, d.dtype, _cpu)
     _attach(base_rec, fn, (view,))  # fn saves the view's new value as its result, if needed
     base._grad_fn = cs
     base._output_nr = 0

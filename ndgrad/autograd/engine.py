@@ -155,13 +155,27 @@ def _execute(task, root, deps) -> None:
     keep = task.keep_graph
     slow = task.captures is not None or task.needed is not None
     journal = task.journal
-    buffers = {root: ()}
-    heap = [(-root.sequence_nr, root)]
+    buffers = {}
+    heap = []
     pop, push, get = heappop, heappush, buffers.get
     acc_type = AccumulateGrad
-    while heap:
-        node = pop(heap)[1]
-        grads = buffers.pop(node)
+    # A node made ready with its only gradient skips the buffers and, when it outranks the
+    # queue (always, along a chain), the heap too: ``ready``/``ready_grads`` hold it.
+    ready, ready_grads = root, ()
+    while True:
+        if ready is not None:
+            node, grads = ready, ready_grads
+            ready = None
+            if heap and heap[0][0] < -node.sequence_nr:  # something newer is waiting
+                buffers[node] = grads
+                push(heap, (-node.sequence_nr, node))
+                node = pop(heap)[1]
+                grads = buffers.pop(node)
+        elif heap:
+            node = pop(heap)[1]
+            grads = buffers.pop(node)
+        else:
+            break
         extra = node._extra
         if slow or extra is not None:
             grads = _before_node(task, node, grads)
@@ -182,18 +196,27 @@ def _execute(task, root, deps) -> None:
             if e is None:
                 continue
             nxt, nr = e
+            if g is not None and not hooked:
+                meta = nxt._in_meta
+                k = 3 * nr
+                shape, dtype = meta[k], meta[k + 1]
+                a = g._data
+                if a.shape != shape or a.dtype is not dtype and a.dtype != dtype:
+                    g = _conform(node, edges.index(e), g, shape, dtype)
+            d = deps[nxt] - 1
             buf = get(nxt)
             if buf is None:
-                buf = buffers[nxt] = [None] * len(nxt._in_meta)
+                if not d and len(nxt._in_meta) == 3:  # its one and only gradient
+                    if ready is None:
+                        ready, ready_grads = nxt, (g,)
+                    else:
+                        buffers[nxt] = (g,)
+                        push(heap, (-nxt.sequence_nr, nxt))
+                    continue
+                buf = buffers[nxt] = [None] * (len(nxt._in_meta) // 3)
             if g is not None:
-                if not hooked:
-                    shape, dtype, _ = nxt._in_meta[nr]
-                    a = g._data
-                    if a.shape != shape or a.dtype is not dtype and a.dtype != dtype:
-                        g = _conform(node, edges.index(e), g, shape, dtype)
                 old = buf[nr]
                 buf[nr] = g if old is None else old + g
-            d = deps[nxt] - 1
             if d:
                 deps[nxt] = d
             else:
@@ -271,7 +294,8 @@ def _validate_outputs(node, edges, outputs):
         g = outputs[i]
         if g is None or e is None:
             continue
-        shape, dtype, _ = e[0]._in_meta[e[1]]
+        meta, k = e[0]._in_meta, 3 * e[1]
+        shape, dtype = meta[k], meta[k + 1]
         d = g._data
         if d.shape != shape or d.dtype != dtype:
             if fixed is None:

@@ -82,8 +82,9 @@ class NodeExtra:
 class Node:
     """A function of the backward graph. Subclasses define ``apply(grads) -> tuple``.
 
-    ``_in_meta`` holds ``(shape, np_dtype, device)`` of each gradient the node receives (one per
-    forward output), which the engine uses to check and reduce incoming gradients.
+    ``_in_meta`` holds ``shape, np_dtype, device`` of each gradient the node receives (one per
+    forward output), flat: ``(shape0, dtype0, device0, shape1, ...)`` (one tuple per node, not one
+    per output: node creation is the hot path). The engine checks and reduces gradients with it.
     ``_saved`` holds the node's ``SavedTensor`` objects (``None`` once released).
     """
 
@@ -169,7 +170,7 @@ class AccumulateGrad(Node):
         self.next_edges = ()
         self.sequence_nr = next(_acc_seq)
         a = variable._data
-        self._in_meta = ((a.shape, a.dtype, variable.device),)
+        self._in_meta = (a.shape, a.dtype, variable.device)
         self._saved = None
         self._extra = None
 
@@ -231,20 +232,21 @@ def _shape_str(shape) -> str:
 class SavedTensor:
     """A tensor saved for backward, with the version it had when saved.
 
-    An input is kept as the tensor itself; an output is kept as its array and version counter
-    only (no reference to the node that produced it, so no cycle) and rebuilt with ``grad_fn``
-    set to the owning node on unpack.
+    An input saved at version 0 (nearly all of them) is stored as the tensor itself, which
+    answers ``_unpack_saved`` too (see ``Tensor._unpack_saved``): no allocation per saved input.
+    Any other input is kept here as the tensor and its version; an output is kept as its array
+    and version counter only (no reference to the node that produced it, so no cycle) and
+    rebuilt with ``grad_fn`` set to the owning node on unpack.
     """
 
     __slots__ = ("tensor", "data", "vc", "version", "output_nr")
 
-    def unpack(self, node):
+    def _unpack_saved(self, node):
         t = self.tensor
         if t is not None:
             vc = t._vc
             if (vc[0] if vc is not None else 0) != self.version:
-                raise RuntimeError(_modified_msg(t._data.shape, t.dtype.legacy, t._grad_fn, t._output_nr,
-                                                 vc[0], self.version))
+                raise RuntimeError(modified_msg(t, vc[0], self.version))
             return t
         if self.vc[0] != self.version:
             dt = _tensor_cls._dtype_of(self.data)
@@ -256,14 +258,16 @@ class SavedTensor:
 _new = object.__new__
 
 
-def save_input(t) -> SavedTensor:
-    """Save an input tensor: the tensor itself and its current version."""
+def save_input(t):
+    """Save an input tensor: itself at version 0, else a ``SavedTensor`` with its version."""
+    vc = t._vc
+    if vc is None or not vc[0]:
+        return t
     s = _new(SavedTensor)
     s.tensor = t
     s.data = None
-    vc = t._vc
     s.vc = None
-    s.version = 0 if vc is None else vc[0]
+    s.version = vc[0]
     s.output_nr = 0
     return s
 
@@ -280,6 +284,11 @@ def save_output(t, output_nr: int) -> SavedTensor:
     s.version = vc[0]
     s.output_nr = output_nr
     return s
+
+
+def modified_msg(t, now, expected) -> str:
+    """The error for a saved tensor ``t`` modified in place since it was saved."""
+    return _modified_msg(t._data.shape, t.dtype.legacy, t._grad_fn, t._output_nr, now, expected)
 
 
 def _modified_msg(shape, legacy, grad_fn, output_nr, now, expected) -> str:
