@@ -284,11 +284,18 @@ def check(w: Workload, cases: dict[str, Case]) -> None:
             raise SystemExit(f"{w.name}: {key} disagrees with the NumPy floor (loss or gradient)")
 
 
+COLLECT = True  # --no-gc: time with the cyclic garbage collector off (it is on in a user's loop)
+
+
 def run_once(case: Case) -> tuple[float, float]:
-    """Seconds for forward and for backward (freeing the graph included: a training loop pays it)."""
+    """Seconds for forward and for backward (freeing the graph included: a training loop pays it).
+
+    The collector runs as in a user's program; each contender starts from an empty young
+    generation, so none pays for another's garbage."""
     case.reset()
     gc.collect()
-    gc.disable()
+    if not COLLECT:
+        gc.disable()
     try:
         t0 = time.perf_counter()
         out = case.forward()
@@ -375,7 +382,8 @@ def header(who: list[Contender], repeat: int, scale: float) -> str:
     when = datetime.datetime.now().isoformat(timespec="seconds")
     return (
         f"# ndgrad benchmarks\n\n{when}; {platform.machine()} {platform.system()}; "
-        f"{', '.join(libs)}; dtype {np.dtype(DTYPE).name}; median of {repeat} interleaved "
+        f"{', '.join(libs)}; dtype {np.dtype(DTYPE).name}; garbage collector "
+        f"{'on' if COLLECT else 'off'}; median of {repeat} interleaved "
         f"repetitions; size scale {scale:g}. Times in microseconds; backward includes freeing "
         "the graph."
     )
@@ -388,8 +396,11 @@ def main(argv: list[str] | None = None) -> str:
     ap.add_argument("--scale", type=float, default=None, help="size scale (1.0; 0.1 if --quick)")
     ap.add_argument("--only", default="", help="run workloads whose name contains this")
     ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    ap.add_argument("--no-gc", action="store_true", help="time with the garbage collector off")
     ap.add_argument("--out", default=str(Path(__file__).with_name("results.md")))
     args = ap.parse_args(argv)
+    global COLLECT
+    COLLECT = not args.no_gc
     repeat = args.repeat or (3 if args.quick else 21)
     scale = args.scale or (0.1 if args.quick else 1.0)
 

@@ -158,6 +158,14 @@ def _unpack_expr(k: str) -> str:
     return f"(u{k} if type(u{k} := saved[{k}]) is _T and u{k}._vc is None else u{k}._unpack_saved(self))"
 
 
+_IDENTITY = (lambda grad: grad).__code__
+
+
+def _is_identity(f) -> bool:
+    c = getattr(f, "__code__", None)
+    return c is not None and c.co_code == _IDENTITY.co_code and c.co_varnames == ("grad",)
+
+
 def node_apply(rec):
     """A straight-line ``apply`` for single-output nodes without list arguments."""
     if rec.has_list or rec.multi_out:
@@ -180,7 +188,10 @@ def node_apply(rec):
             else _unpack_expr(s[2:-1]) if s.startswith("S[") else s
             for s in srcs
         )
-        if type(slot) is int:
+        if type(slot) is int and _is_identity(f):  # add's ``lambda grad: grad``: no call
+            L.append(f"    r{slot} = g if e[{slot}] is not None else None")
+            out[slot] = f"r{slot}"
+        elif type(slot) is int:
             L.append(f"    r{slot} = _f{k}({args}) if e[{slot}] is not None else None")
             out[slot] = f"r{slot}"
         else:

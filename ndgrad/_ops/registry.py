@@ -678,6 +678,14 @@ def _run_inplace(rec, args):
         refresh_view(self)
     grad_on = _gs.grad_enabled
     if grad_on:
+        if info is not None and info.multi and self._rg:
+            fn = self._grad_fn
+            raise RuntimeError(
+                f"Output {info.chain[-1][2] or 0} of {_op_title(fn) if fn else 'a view op'} is a view "
+                "and is being modified inplace. This view is the output of a function that returns "
+                "multiple views. Such functions do not allow the output views to be modified inplace. "
+                "You should replace the inplace operation by an out-of-place one."
+            )
         if self._rg and self._grad_fn is None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if info is not None and info.base._rg and info.base._grad_fn is None:
@@ -700,13 +708,6 @@ def _run_inplace(rec, args):
         )
     recording = rg and grad_on and base_rec.node_cls is not None and dst.dtype.kind in "fc"
     if recording:
-        if info is not None and info.multi:
-            raise RuntimeError(
-                f"Output {info.chain[-1][2]} of {self._grad_fn.name() if self._grad_fn else 'a view op'} is a "
-                "view and is being modified inplace. This view is the output of a function that returns "
-                "multiple views. Such functions do not allow the output views to be modified inplace. You "
-                "should replace the inplace operation by an out-of-place one."
-            )
         orig = None
         if ("in", 0) in base_rec.save_plan:  # the formula needs self as it was before the write
             orig = _make(dst.copy(), self._grad_fn, self._output_nr, None)
@@ -720,6 +721,11 @@ def _run_inplace(rec, args):
         else:
             _copy_slices(self, info, base_rec, node)
     return self
+
+
+def _op_title(node) -> str:
+    """``UnbindBackward0`` -> ``Unbind``: how PyTorch names the op behind a node in messages."""
+    return re.sub(r"Backward\d+$", "", node.name())
 
 
 class CopySlices(Node):

@@ -1,0 +1,46 @@
+"""The benchmark runner works end to end (no timing asserted: targets live in benchmarks/)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+RUNNER = Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("ndgrad_bench_run", RUNNER)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_quick_run_checks_every_contender_and_writes_a_table(tmp_path):
+    run = _load()
+    out = tmp_path / "results.md"
+    text = run.main(["--quick", "--scale", "0.02", "--repeat", "1", "--out", str(out)])
+    assert out.read_text().strip() == text.strip()
+    for w in run.workloads(0.02):
+        assert w.name in text
+    assert "fwd+bwd us/node" in text
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        assert "PyTorch not installed" in text
+    else:
+        assert "ndgrad/PyTorch" in text and "target <= 0.8x" in text
+
+
+def test_check_rejects_a_wrong_gradient():
+    run = _load()
+    w = run.chain(8, 4)
+    who = [c for c in run.contenders(use_torch=False)]
+    cases = {c.key: w.case(c) for c in who}
+    real = cases["ndgrad"].result
+    cases["ndgrad"].result = lambda out: (real(out)[0], [2 * g for g in real(out)[1]])
+    with pytest.raises(SystemExit, match="disagrees"):
+        run.check(w, cases)
