@@ -26,6 +26,7 @@ from .autograd.grad_mode import (  # noqa: F401
     set_grad_enabled,
 )
 from . import linalg, special  # noqa: F401
+from . import return_types  # noqa: F401
 from . import nn  # noqa: F401
 
 globals().update(_NS[""])

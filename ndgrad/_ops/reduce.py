@@ -6,10 +6,15 @@ reduced dims back with ``unsqueeze`` before expanding, whatever ``keepdim`` was.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import _dtype as D
-from .registry import defop
+from .. import return_types
+from .._tensor import Tensor, _wrap_dim
+from .pointwise import where
+from .registry import NAMESPACES, OPS, defcomposite, defop
 from .samples import nc, sample
 from .shape import dims_arg
 
@@ -24,7 +29,7 @@ def reduced_dtype(x, dtype):
 def unreduce(grad, shape, dim, keepdim):
     """Broadcast a reduced gradient back to ``shape`` (the input's)."""
     if not keepdim and dim is not None and len(shape):
-        for d in dims_arg(dim, len(shape)):
+        for d in dims_arg(dim, len(shape)) or ():  # an empty dim list means all dims
             grad = grad.unsqueeze(d)
     return grad.expand(shape)
 
@@ -72,3 +77,625 @@ defop("mean.dim(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType
                            sample("dim", rng.standard_normal((3, 4)), 0),
                            sample("dims_keep", rng.standard_normal((2, 3, 4)), (1, 2), True),
                            sample("0d", rng.standard_normal(()))])
+
+
+# --- helpers shared by the reductions below ---
+def _axis(x, dim):
+    """NumPy's axis for ``dim`` (validated like PyTorch; a 0-d tensor accepts dim 0 and -1)."""
+    axis = dims_arg(dim, x.ndim)
+    return axis if x.ndim else None
+
+
+def _count(shape, dim) -> int:
+    """How many elements each output element reduces over."""
+    n = 1
+    for d in (range(len(shape)) if dim is None or not len(shape) else dims_arg(dim, len(shape))):
+        n *= shape[d]
+    return n
+
+
+def _const(a: np.ndarray) -> Tensor:
+    return Tensor._make(a, None, 0, None)
+
+
+def _type_name(x) -> str:
+    return D._FROM_NP[x.dtype].legacy[: -len("Tensor")]
+
+
+def _publish(name: str, fn, ns: str = "", method: bool = True):
+    """Publish a Python front end that picks among several records (PyTorch's overloads)."""
+    fn.__name__ = fn.__qualname__ = name
+    NAMESPACES[ns][name] = fn
+    if method:
+        setattr(Tensor, name, fn)
+
+
+def _even_grad(grad, self, result, dim, keepdim):
+    """Gradient of a value-selecting reduction split evenly among ties (amax, amin, max())."""
+    mask = self == unreduce(result, self.shape, dim, keepdim)
+    count = mask.sum(dims_arg(dim, self.dim()) if self.dim() else None, keepdim=True)
+    return unreduce(grad, self.shape, dim, keepdim) * mask / count
+
+
+def _rev_cumsum(g, dim):
+    """``g`` summed from each position to the end of ``dim`` (linear, so twice differentiable)."""
+    return g - g.cumsum(dim) + g.sum(dim, keepdim=True)
+
+
+# --- prod ---
+def _prod_others(x, dim):
+    """Product of all other elements along ``dim``, for each element; exact when zeros occur."""
+    if x.ndim == 0:
+        return np.ones_like(x)
+    x = np.moveaxis(x, dim, -1)
+    one = np.ones(x.shape[:-1] + (1,), x.dtype)
+    left = np.cumprod(np.concatenate([one, x[..., :-1]], -1), -1)
+    right = np.cumprod(np.concatenate([one, x[..., :0:-1]], -1), -1)[..., ::-1]
+    return np.moveaxis(left * right, -1, dim)
+
+
+def _without_self(self, dim):
+    """``self`` moved to the last dim and repeated as Y[..., i, k]: x_k, with 1 where k == i."""
+    n = self.shape[dim]
+    eye = np.eye(n, dtype=self._data.dtype)
+    return self.transpose(dim, -1).unsqueeze(-2) * _const(1 - eye) + _const(eye), eye
+
+
+def _prod_others_grad(grad, self, dim):
+    # d/dx_j of prod_{k != i} x_k is prod_{k != i, j} x_k (i != j): the others-product of each row
+    # of Y, whose diagonal (j == i) does not belong in the sum.
+    if self.dim() == 0:
+        return grad * 0
+    y, eye = _without_self(self, dim)
+    q = prod_others(y, -1) * _const(1 - eye)
+    return (grad.transpose(dim, -1).unsqueeze(-1) * q).sum(-2).transpose(dim, -1)
+
+
+prod_others = defop("_prod_others(Tensor self, int dim) -> Tensor", _prod_others,
+                    {"self": _prod_others_grad}, method=False, api=False).call
+
+
+def _prod_all(x, dtype):
+    return np.asarray(np.prod(x, dtype=reduced_dtype(x, dtype)))
+
+
+def _prod_all_grad(grad, self, result):
+    if not (self._data == 0).any():
+        return grad * result / self
+    return grad * prod_others(self.reshape(-1), 0).reshape(self.shape)
+
+
+def _prod_dim(x, dim, keepdim, dtype):
+    return np.prod(x, axis=_axis(x, dim), keepdims=keepdim, dtype=reduced_dtype(x, dtype))
+
+
+def _prod_dim_grad(grad, self, result, dim, keepdim):
+    g = unreduce(grad, self.shape, dim, keepdim)
+    if not (self._data == 0).any():
+        return g * unreduce(result, self.shape, dim, keepdim) / self
+    return g * prod_others(self, dim if self.dim() else 0)
+
+
+def _prod_samples(rng):
+    z = rng.uniform(0.5, 1.5, (3, 4))
+    z[0, 1] = 0.0
+    z[2, 0] = z[2, 3] = 0.0
+    return [sample("all", rng.uniform(0.5, 1.5, (3, 4))),
+            sample("neg_dim_keep", rng.uniform(-1.5, 1.5, (2, 3, 4)), -2, True),
+            sample("nc", nc(rng.uniform(0.5, 1.5, (3, 4))), 1),
+            sample("0d", rng.standard_normal(())),
+            sample("zeros_all", z), sample("zeros_dim", z, 1),
+            sample("one_zero_all", np.array([[1.5, 0.0], [2.0, -0.7]])),
+            sample("int", np.arange(1, 7).reshape(2, 3), 0),
+            sample("dtype", rng.uniform(0.5, 1.5, (3,)), 0, dtype=D.float64)]
+
+
+prod_all = defop("prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", _prod_all,
+                 {"self": _prod_all_grad}, api=False, method=False, torch="torch.prod",
+                 samples=lambda rng: [s for s in _prod_samples(rng) if len(s.args) == 1]).call
+prod_dim = defop("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+                 _prod_dim, {"self": _prod_dim_grad}, api=False, method=False, node_name="ProdBackward1",
+                 torch="torch.prod",
+                 samples=lambda rng: [s for s in _prod_samples(rng) if len(s.args) > 1]
+                 + [sample("0d_dim", rng.standard_normal(()), 0)]).call
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    if dim is None:
+        return prod_all(input, dtype=dtype)
+    if not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"prod() received an invalid combination of arguments - got ({type(dim).__name__})")
+    return prod_dim(input, dim, keepdim, dtype=dtype)
+
+
+_publish("prod", prod)
+
+
+# --- max / min (full, with dim, binary), amax / amin, argmax / argmin ---
+def _select_backward(grad, indices, dim, shape, keepdim):
+    if not shape:
+        return grad.copy()
+    out = np.zeros(shape, grad.dtype)
+    if not keepdim:
+        grad, indices = np.expand_dims(grad, dim), np.expand_dims(indices, dim)
+    np.put_along_axis(out, indices, grad, dim % len(shape))
+    return out
+
+
+def _take_along(x, indices, dim, keepdim):
+    if x.ndim == 0:
+        return x.copy()
+    if not keepdim:
+        indices = np.expand_dims(indices, dim)
+    out = np.take_along_axis(x, indices, dim % x.ndim)
+    return out if keepdim else np.squeeze(out, dim)
+
+
+select_backward = defop(
+    "_select_backward(Tensor grad, Tensor indices, int dim, int[] shape, bool keepdim) -> Tensor",
+    _select_backward, {"grad": lambda grad, indices, dim, keepdim: take_along(grad, indices, dim, keepdim)},
+    method=False, api=False).call
+take_along = defop(
+    "_take_along(Tensor self, Tensor indices, int dim, bool keepdim) -> Tensor", _take_along,
+    {"self": lambda grad, indices, dim, self_shape, keepdim: select_backward(grad, indices, dim, self_shape, keepdim)},
+    method=False, api=False).call
+
+
+def _extreme_all(name, f):
+    def fwd(x):
+        if x.size == 0:
+            raise RuntimeError(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                "reduction dim with the 'dim' argument."
+            )
+        return np.asarray(f(x))
+
+    return fwd
+
+
+def _check_nonempty(name, x, axis):
+    for d in axis if axis is not None else ():
+        if x.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _extreme_dim(name, argf):
+    def fwd(x, dim, keepdim):
+        d = _wrap_dim(dim, x.ndim)
+        if x.ndim == 0:
+            return x.copy(), np.zeros((), np.int64)
+        _check_nonempty(name, x, (d,))
+        idx = argf(x, axis=d, keepdims=True)
+        vals = np.take_along_axis(x, idx, d)
+        if not keepdim:
+            vals, idx = np.squeeze(vals, d), np.squeeze(idx, d)
+        return vals, idx.astype(np.int64, copy=False)
+
+    return fwd
+
+
+def _extreme_samples(rng):
+    return [sample("2d", rng.standard_normal((3, 4))),
+            sample("nc", nc(rng.standard_normal((3, 4)))),
+            sample("0d", rng.standard_normal(())),
+            sample("int", np.array([[3, 1], [4, 1]], np.int64))]
+
+
+def _extreme_dim_samples(rng):
+    return [sample("dim", rng.standard_normal((3, 4)), 1),
+            sample("neg_keep", rng.standard_normal((2, 3, 4)), -2, True),
+            sample("nc", nc(rng.standard_normal((3, 4))), 0),
+            sample("0d", rng.standard_normal(()), 0),
+            sample("int", np.array([[3, 1], [4, 1]], np.int64), 1)]
+
+
+def _amax_samples(rng):
+    return [sample("all", rng.standard_normal((3, 4))),
+            sample("dim", rng.standard_normal((3, 4)), 1),
+            sample("dims_keep", rng.standard_normal((2, 3, 4)), (0, -1), True),
+            sample("nc", nc(rng.standard_normal((3, 4))), -1),
+            sample("0d", rng.standard_normal(())),
+            sample("int", np.array([[3, 1], [4, 1]], np.int64), 0)]
+
+
+def _amax_fwd(name, f):
+    def fwd(x, dim, keepdim):
+        axis = _axis(x, dim)
+        if axis is None and x.size == 0 and x.ndim:
+            axis = tuple(range(x.ndim))
+        _check_nonempty(name, x, axis)
+        return f(x, axis=axis, keepdims=keepdim)
+
+    return fwd
+
+
+def _argext(name, f):
+    def fwd(x, dim, keepdim):
+        if x.dtype == np.bool_:
+            raise RuntimeError(f"{name}(): does not support bool input")
+        if dim is None:
+            if x.size == 0:
+                raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+            out = np.asarray(f(x), np.int64)
+            return out.reshape((1,) * x.ndim) if keepdim else out
+        d = _wrap_dim(dim, x.ndim)
+        if x.ndim == 0:
+            return np.zeros((), np.int64)
+        _check_nonempty(name, x, (d,))
+        return f(x, axis=d, keepdims=keepdim).astype(np.int64, copy=False)
+
+    return fwd
+
+
+_ext = {}
+for _name, _f, _argf in (("max", np.max, np.argmax), ("min", np.min, np.argmin)):
+    _ext[_name] = (
+        defop(f"{_name}(Tensor self) -> Tensor", _extreme_all(_name, _f),
+              {"self": lambda grad, self, result: _even_grad(grad, self, result, None, False)},
+              api=False, method=False, torch=f"torch.{_name}", node_name=f"{_name.capitalize()}Backward1",
+              samples=_extreme_samples).call,
+        defop(f"{_name}.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+              _extreme_dim(_name, _argf),
+              {"self": lambda grad, indices, dim, self_shape, keepdim:
+                   select_backward(grad, indices, dim, self_shape, keepdim)},
+              api=False, method=False, torch=f"torch.{_name}", samples=_extreme_dim_samples).call,
+    )
+    defop(f"a{_name}(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", _amax_fwd(f"a{_name}", _f),
+          {"self": lambda grad, self, result, dim, keepdim: _even_grad(grad, self, result, dim, keepdim)},
+          samples=_amax_samples)
+    defop(f"arg{_name}(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", _argext(f"arg{_name}", _argf),
+          samples=lambda rng: [sample("all", rng.standard_normal((3, 4))),
+                               sample("all_keep", rng.standard_normal((3, 4)), None, True),
+                               sample("dim", rng.standard_normal((3, 4)), 1),
+                               sample("neg_keep", nc(rng.standard_normal((3, 4))), -1, True),
+                               sample("0d", rng.standard_normal(()), 0),
+                               sample("int", np.array([[3, 1], [4, 1]], np.int64), 0)])
+
+
+def _extreme_front(name, binary):
+    full, by_dim = _ext[name]
+    rtype = getattr(return_types, name)
+
+    def front(input, dim=None, keepdim=False):
+        if dim is None:
+            return full(input)
+        if isinstance(dim, Tensor):
+            return binary(input, dim)
+        return rtype(*by_dim(input, dim, keepdim))
+
+    front.__doc__ = (f"{name}(input) -> Tensor; {name}(input, dim, keepdim=False) -> (values, indices); "
+                     f"{name}(input, other) -> Tensor (the elementwise {'maximum' if name == 'max' else 'minimum'})")
+    return front
+
+
+_publish("max", _extreme_front("max", OPS["maximum"].call))
+_publish("min", _extreme_front("min", OPS["minimum"].call))
+
+
+# --- var / std ---
+def _moment(name, f):
+    def fwd(x, dim, correction, keepdim):
+        if x.dtype.kind not in "fc":
+            raise RuntimeError("std and var only support floating point and complex dtypes")
+        axis = _axis(x, dim)
+        c = 1 if correction is None else correction
+        if _count(x.shape, axis) <= c:  # inf/nan results, as in PyTorch, with its warning
+            warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than "
+                          "the reduction factor (input numel divided by output numel).", stacklevel=3)
+            with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return np.asarray(f(x, axis=axis, ddof=c, keepdims=keepdim))
+        return np.asarray(f(x, axis=axis, ddof=c, keepdims=keepdim))
+
+    return fwd
+
+
+def _var_grad(grad, self, dim, correction, keepdim):
+    n = _count(self.shape, dim) - (1 if correction is None else correction)
+    dims = dims_arg(dim, self.dim()) if self.dim() else None
+    scale = 2.0 / n if n else float("inf")
+    return unreduce(grad, self.shape, dim, keepdim) * scale * (self - self.mean(dims, keepdim=True))
+
+
+def _std_grad(grad, self, result, dim, correction, keepdim):
+    # d std = d var / (2 std); where std is 0 the gradient is taken as 0, as PyTorch does.
+    return _var_grad(where(result == 0, 0.0, grad / (2 * result)), self, dim, correction, keepdim)
+
+
+def _moment_samples(rng):
+    return [sample("all", rng.standard_normal((3, 4))),
+            sample("dim", rng.standard_normal((3, 4)), 1),
+            sample("dims_keep", rng.standard_normal((2, 3, 4)), (0, -1), keepdim=True),
+            sample("correction0", nc(rng.standard_normal((3, 4))), -1, correction=0),
+            sample("correction2", rng.standard_normal((5, 2)), 0, correction=2),
+            sample("float_correction", rng.standard_normal((4,)), correction=0.5)]
+
+
+var_rec = defop("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
+                _moment("var", np.var), {"self": _var_grad}, api=False, method=False, torch="torch.var",
+                samples=_moment_samples)
+std_rec = defop("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
+                _moment("std", np.std), {"self": _std_grad}, api=False, method=False, torch="torch.std",
+                samples=_moment_samples)
+
+
+def _moment_front(name, rec):
+    call = rec.call
+
+    def front(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        if isinstance(dim, bool):  # var(input, unbiased)
+            dim, unbiased = None, dim
+        if unbiased is not None:
+            if correction is not None:
+                raise TypeError(f"{name}() received an invalid combination of arguments - got both "
+                                "'unbiased' and 'correction'")
+            correction = 1 if unbiased else 0
+        return call(input, dim, correction=correction, keepdim=keepdim)
+
+    return front
+
+
+_publish("var", _moment_front("var", var_rec))
+_publish("std", _moment_front("std", std_rec))
+
+
+# --- norms ---
+def _vector_norm(x, ord, dim, keepdim, dtype):
+    if x.dtype.kind not in "fc":
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {_type_name(x)}")
+    if dtype is not None:
+        x = x.astype(D.to_dtype(dtype).np)
+    a = np.abs(x)
+    axis = _axis(x, dim)
+    if np.isinf(ord):
+        if a.size == 0:
+            raise RuntimeError("linalg.vector_norm cannot compute the inf norm on an empty tensor because "
+                               "the operation does not have an identity")
+        return np.asarray((np.max if ord > 0 else np.min)(a, axis=axis, keepdims=keepdim))
+    if ord == 0:
+        return np.asarray(np.sum(a != 0, axis=axis, keepdims=keepdim), a.dtype)
+    if ord == 1:
+        return np.asarray(np.sum(a, axis=axis, keepdims=keepdim))
+    if ord == 2:
+        return np.asarray(np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdim)))
+    with np.errstate(divide="ignore"):
+        return np.asarray(np.sum(a**ord, axis=axis, keepdims=keepdim) ** (1.0 / ord))
+
+
+def _vector_norm_grad(grad, self, result, ord, dim, keepdim):
+    g = unreduce(grad, self.shape, dim, keepdim)
+    r = unreduce(result, self.shape, dim, keepdim)
+    if ord == 0:
+        return self * 0
+    if ord == 1:
+        return g * self.sign()
+    if ord == 2:
+        return self * where(r == 0, 0.0, g / r)
+    if np.isinf(ord):  # the largest (smallest) |x| selects; ties share the gradient
+        mask = self.abs() == r
+        count = mask.sum(dims_arg(dim, self.dim()) if self.dim() else None, keepdim=True)
+        return g * self.sign() * mask / count
+    scale = where(r == 0, 0.0, g / r ** (ord - 1))
+    if ord < 2:  # |x|^(p-1) blows up at 0 for p < 1; the gradient there is taken as 0
+        return where(self == 0, 0.0, self.sign() * self.abs() ** (ord - 1)) * scale
+    return self * self.abs() ** (ord - 2) * scale
+
+
+vector_norm = defop(
+    "vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+    _vector_norm, {"self": _vector_norm_grad}, api="linalg.vector_norm", method=False,
+    node_name="LinalgVectorNormBackward0",
+    samples=lambda rng: [sample("all", rng.standard_normal((3, 4))),
+                         sample("dim", rng.standard_normal((3, 4)), 2, 1),
+                         sample("ord1_keep", rng.standard_normal((2, 3, 4)), 1, (0, -1), True),
+                         sample("inf", nc(rng.standard_normal((3, 4))), float("inf"), -1),
+                         sample("neg_inf", rng.standard_normal((3, 4)), float("-inf"), 0),
+                         sample("ord3", rng.standard_normal((4, 3)), 3, 1),
+                         sample("ord0.5", rng.uniform(0.2, 2, (5,)) * np.sign(rng.standard_normal(5)), 0.5),
+                         sample("ord0", rng.standard_normal((3, 4)), 0, 1),
+                         sample("0d", rng.standard_normal(())),
+                         sample("dtype", rng.standard_normal((3,)), dtype=D.float64)]).call
+
+
+def _nuclear_norm(x, dim, keepdim, dtype):
+    """The sum of singular values over two dims (``linalg.svdvals``, registered in linalg.py)."""
+    svdvals = NAMESPACES["linalg"].get("svdvals")
+    if svdvals is None:
+        raise NotImplementedError("norm(p='nuc') needs linalg.svdvals")
+    nd_ = x.dim()
+    if dim is None:
+        if nd_ != 2:
+            raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
+        dim = (0, 1)
+    d0, d1 = (_wrap_dim(d, nd_) for d in dim)
+    if dtype is not None:
+        x = x.to(dtype)
+    rest = [d for d in range(nd_) if d not in (d0, d1)]
+    out = svdvals(x.permute(rest + [d0, d1])).sum(-1)
+    if keepdim:
+        for d in sorted((d0, d1)):
+            out = out.unsqueeze(d)
+    return out
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """``Tensor.norm``/``ndgrad.norm``: vector norms over ``dim``; 'fro' is the 2-norm over it."""
+    if isinstance(p, str):
+        if p == "nuc":
+            return _nuclear_norm(input, dim, keepdim, dtype)
+        if p != "fro":
+            raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
+        p = 2
+    return vector_norm(input, 2 if p is None else p, dim, keepdim, dtype=dtype)
+
+
+defcomposite(norm, samples=lambda rng: [
+    sample("default", rng.standard_normal((3, 4))),
+    sample("fro_dims", rng.standard_normal((2, 3, 4)), "fro", (1, 2)),
+    sample("p1_keep", rng.standard_normal((3, 4)), 1, 0, True),
+    sample("inf", rng.standard_normal((3, 4)), float("inf"), 1),
+    sample("p3", nc(rng.standard_normal((3, 4))), 3, -1),
+    sample("0d", rng.standard_normal(()))])
+
+
+# --- logsumexp ---
+def _logsumexp(x, dim, keepdim):
+    if x.dtype.kind not in "fc":
+        x = x.astype(D._default[0].np)
+    axis = _axis(x, dim)
+    if x.size:
+        m = np.max(x, axis=axis, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0)  # all -inf (or inf) slices: no shift
+    else:
+        m = np.zeros((1,) * x.ndim, x.dtype)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdim or axis is None and not x.ndim else np.squeeze(out, axis if axis is not None else None)
+
+
+defop("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor", _logsumexp,
+      {"self": lambda grad, self, result, dim, keepdim:
+           unreduce(grad, self.shape, dim, keepdim) * (self - unreduce(result, self.shape, dim, keepdim)).exp()},
+      samples=lambda rng: [sample("dim", rng.standard_normal((3, 4)), 1),
+                           sample("dims_keep", rng.standard_normal((2, 3, 4)), (0, -1), True),
+                           sample("nc", nc(rng.standard_normal((3, 4)) * 30), -1),
+                           sample("big", np.array([[1000.0, 1001.0], [-3.0, 2.0]]), 1),
+                           sample("0d", rng.standard_normal(()), 0),
+                           sample("int", np.arange(6).reshape(2, 3), 0)])
+
+
+# --- cumulative ---
+def _cumulative(f):
+    def fwd(x, dim, dtype):
+        d = _wrap_dim(dim, x.ndim)
+        dt = reduced_dtype(x, dtype)
+        if x.ndim == 0:
+            return x.astype(dt)
+        return f(x, axis=d, dtype=dt)
+
+    return fwd
+
+
+def _cumsum_grad(grad, dim):
+    return _rev_cumsum(grad, dim) if grad.dim() else grad
+
+
+def _cumprod_grad(grad, self, result, dim):
+    if self.dim() == 0:
+        return grad
+    if not (self._data == 0).any():
+        return _rev_cumsum(grad * result, dim) / self
+    # With zeros: d y_k / d x_j = prod_{m <= k, m != j} x_m, the cumprod of row j of Y (x with
+    # x_j replaced by 1), summed against grad over k >= j.
+    y, eye = _without_self(self, dim)
+    upper = _const(np.triu(np.ones_like(eye)))
+    return (grad.transpose(dim, -1).unsqueeze(-2) * y.cumprod(-1) * upper).sum(-1).transpose(dim, -1)
+
+
+def _cumulative_samples(rng, zeros=False):
+    out = [sample("dim", rng.standard_normal((3, 4)), 1),
+           sample("neg", rng.standard_normal((2, 3, 4)), -2),
+           sample("nc", nc(rng.standard_normal((3, 4))), 0),
+           sample("0d", rng.standard_normal(()), 0),
+           sample("dtype", rng.standard_normal((3,)), 0, dtype=D.float64),
+           sample("int", np.arange(6).reshape(2, 3), 1),
+           sample("bool", np.array([True, False, True]), 0)]
+    if zeros:
+        z = rng.uniform(0.5, 1.5, (3, 4))
+        z[0, 1] = z[2, 0] = z[2, 2] = 0.0
+        out += [sample("zeros", z, 1), sample("zeros_dim0", z, 0)]
+    return out
+
+
+defop("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", _cumulative(np.cumsum),
+      {"self": _cumsum_grad}, samples=_cumulative_samples)
+defop("cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", _cumulative(np.cumprod),
+      {"self": _cumprod_grad}, samples=lambda rng: _cumulative_samples(rng, zeros=True))
+
+
+# --- softmax / log_softmax ---
+def _softmax_input(x, dim, dtype):
+    if dtype is not None:
+        x = x.astype(D.to_dtype(dtype).np)
+    elif x.dtype.kind not in "fc":
+        kernel = "softmax_lastdim_kernel_impl" if x.ndim <= 1 or dim in (-1, x.ndim - 1) else "softmax_kernel_impl"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_type_name(x)}'")
+    d = _wrap_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return x, None
+    return x - np.max(x, axis=d, keepdims=True), d
+
+
+def _softmax(x, dim, dtype):
+    z, d = _softmax_input(x, dim, dtype)
+    e = np.exp(z)
+    return e / np.sum(e, axis=d, keepdims=True)
+
+
+def _log_softmax(x, dim, dtype):
+    z, d = _softmax_input(x, dim, dtype)
+    return z - np.log(np.sum(np.exp(z), axis=d, keepdims=True))
+
+
+def _softmax_samples(rng):
+    return [sample("dim", rng.standard_normal((3, 4)), 1),
+            sample("neg", rng.standard_normal((2, 3, 4)), -2),
+            sample("nc", nc(rng.standard_normal((3, 4))), 0),
+            sample("big", np.array([[1000.0, 1001.0], [-3.0, 2.0]]), 1),
+            sample("0d", rng.standard_normal(()), 0),
+            sample("dtype", rng.standard_normal((3,)), 0, dtype=D.float64),
+            sample("int_dtype", np.arange(6).reshape(2, 3), 1, dtype=D.float64)]
+
+
+def _softmax_grad(grad, result, dim):
+    return result * (grad - (grad * result).sum(dim, keepdim=True)) if result.dim() else grad * 0
+
+
+def _log_softmax_grad(grad, result, dim):
+    return grad - result.exp() * grad.sum(dim, keepdim=True) if result.dim() else grad * 0
+
+
+softmax = defop("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", _softmax,
+                {"self": _softmax_grad}, node_name="SoftmaxBackward0", samples=_softmax_samples).call
+log_softmax = defop("log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", _log_softmax,
+                    {"self": _log_softmax_grad}, node_name="LogSoftmaxBackward0", samples=_softmax_samples).call
+
+
+def _functional(op, name):
+    def f(input, dim=None, _stacklevel=3, dtype=None):
+        if dim is None:  # PyTorch's legacy implicit choice (it also warns)
+            warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+                          "include dim=X as an argument.", stacklevel=_stacklevel)
+            dim = 0 if input.dim() in (0, 1, 3) else 1
+        return op(input, dim, dtype)
+
+    return f
+
+
+_publish("softmax", _functional(softmax, "softmax"), ns="nn.functional", method=False)
+_publish("log_softmax", _functional(log_softmax, "log_softmax"), ns="nn.functional", method=False)
+
+
+# --- all / any ---
+def _logical_reduce(f):
+    def fwd(x, dim, keepdim):
+        out = np.asarray(f(x, axis=_axis(x, dim), keepdims=keepdim))
+        return out.astype(np.uint8) if x.dtype == np.uint8 else out  # uint8 in, uint8 out (PyTorch)
+
+    return fwd
+
+
+def _logical_samples(rng):
+    return [sample("all", rng.standard_normal((3, 4)) > 0),
+            sample("dim", rng.standard_normal((3, 4)) > -1, 1),
+            sample("dims_keep", rng.standard_normal((2, 3, 4)) > 0, (0, -1), True),
+            sample("float", rng.standard_normal((3, 4)), 0),
+            sample("zeros", np.array([[0.0, 1.0], [0.0, 0.0]]), -1),
+            sample("uint8", np.array([0, 3, 1], np.uint8)),
+            sample("0d", np.array(True))]
+
+
+defop("all.dims(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", _logical_reduce(np.all),
+      samples=_logical_samples)
+defop("any.dims(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", _logical_reduce(np.any),
+      samples=_logical_samples)
