@@ -39,14 +39,35 @@ def _sum(x, dim, keepdim, dtype):
     return np.sum(x, axis=axis, keepdims=keepdim, dtype=reduced_dtype(x, dtype))
 
 
-defop("sum.dim_IntList(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-      _sum, {"self": lambda grad, self_shape, dim, keepdim: unreduce(grad, self_shape, dim, keepdim)},
-      samples=lambda rng: [sample("all", rng.standard_normal((3, 4))),
-                           sample("dim", rng.standard_normal((3, 4)), 1),
-                           sample("dims_keep", rng.standard_normal((2, 3, 4)), (0, 2), True),
-                           sample("neg_nc", nc(rng.standard_normal((3, 4))), -1),
-                           sample("0d", rng.standard_normal(())),
-                           sample("int", np.arange(6).reshape(2, 3), 0)])
+def _sum_all(x, dtype):
+    return np.sum(x, dtype=reduced_dtype(x, dtype))
+
+
+# PyTorch's overloads, which name the nodes: x.sum() is SumBackward0, x.sum(dim) SumBackward1.
+sum_all = defop("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", _sum_all,
+                {"self": lambda grad, self_shape: grad.expand(self_shape)},
+                api=False, method=False, torch="torch.sum",
+                samples=lambda rng: [sample("2d", rng.standard_normal((3, 4))),
+                                     sample("0d", rng.standard_normal(())),
+                                     sample("int", np.arange(6).reshape(2, 3)),
+                                     sample("dtype", rng.standard_normal((2, 3)), dtype=D.float64)]).call
+sum_dim = defop(
+    "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+    _sum, {"self": lambda grad, self_shape, dim, keepdim: unreduce(grad, self_shape, dim, keepdim)},
+    api=False, method=False, node_name="SumBackward1", torch="torch.sum",
+    samples=lambda rng: [sample("all", rng.standard_normal((3, 4)), None),
+                         sample("dim", rng.standard_normal((3, 4)), 1),
+                         sample("dims_keep", rng.standard_normal((2, 3, 4)), (0, 2), True),
+                         sample("neg_nc", nc(rng.standard_normal((3, 4))), -1),
+                         sample("0d", rng.standard_normal(()), 0),
+                         sample("int", np.arange(6).reshape(2, 3), 0)]).call
+_NO_DIM = object()  # ``x.sum()`` and ``x.sum(dim=None)`` are different overloads in PyTorch
+
+
+def _sum_front(input, dim=_NO_DIM, keepdim=False, *, dtype=None):
+    if dim is _NO_DIM:
+        return sum_all(input, dtype=dtype)
+    return sum_dim(input, dim, keepdim, dtype=dtype)
 
 
 def _mean(x, dim, keepdim, dtype):
@@ -71,12 +92,25 @@ def _mean_grad(grad, self_shape, dim, keepdim):
     return unreduce(grad, self_shape, dim, keepdim) / n
 
 
-defop("mean.dim(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-      _mean, {"self": _mean_grad},
-      samples=lambda rng: [sample("all", rng.standard_normal((3, 4))),
-                           sample("dim", rng.standard_normal((3, 4)), 0),
-                           sample("dims_keep", rng.standard_normal((2, 3, 4)), (1, 2), True),
-                           sample("0d", rng.standard_normal(()))])
+mean_all = defop("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+                 lambda x, dtype: _mean(x, None, False, dtype),
+                 {"self": lambda grad, self_shape: _mean_grad(grad, self_shape, None, False)},
+                 api=False, method=False, torch="torch.mean",
+                 samples=lambda rng: [sample("2d", rng.standard_normal((3, 4))),
+                                      sample("0d", rng.standard_normal(()))]).call
+mean_dim = defop(
+    "mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+    _mean, {"self": _mean_grad}, api=False, method=False, node_name="MeanBackward1", torch="torch.mean",
+    samples=lambda rng: [sample("all", rng.standard_normal((3, 4)), None),
+                         sample("dim", rng.standard_normal((3, 4)), 0),
+                         sample("dims_keep", rng.standard_normal((2, 3, 4)), (1, 2), True),
+                         sample("0d", rng.standard_normal(()), 0)]).call
+
+
+def _mean_front(input, dim=_NO_DIM, keepdim=False, *, dtype=None):
+    if dim is _NO_DIM:
+        return mean_all(input, dtype=dtype)
+    return mean_dim(input, dim, keepdim, dtype=dtype)
 
 
 # --- helpers shared by the reductions below ---
@@ -209,6 +243,8 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
 
 
 _publish("prod", prod)
+_publish("sum", _sum_front)
+_publish("mean", _mean_front)
 
 
 # --- max / min (full, with dim, binary), amax / amin, argmax / argmin ---

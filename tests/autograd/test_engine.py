@@ -450,10 +450,6 @@ OP_NAME_BUGS = {
                   "pow.Tensor_Scalar (PowBackward0, one edge): ndgrad/_ops/pointwise.py needs that overload",
     "rsub": "1 - x records SubBackward0 with edges (None, x); PyTorch records RsubBackward1 with one "
             "edge (rsub.Scalar): _rsub in ndgrad/_ops/composite.py",
-    "mean_dim": "mean.dim's node is named MeanBackward0; PyTorch names it MeanBackward1 "
-                "(MeanBackward0 is the full mean): node_name in ndgrad/_ops/reduce.py",
-    "sum_dim": "sum.dim_IntList's node is named SumBackward0; PyTorch names it SumBackward1 "
-               "(SumBackward0 is the full sum): node_name in ndgrad/_ops/reduce.py",
     "select_slice": "basic indexing is one op _index_basic (IndexBasicBackward0); PyTorch records "
                     "SelectBackward0 / SliceBackward0 per indexed dim: ndgrad/_ops/shape.py",
 }
