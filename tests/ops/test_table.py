@@ -26,7 +26,7 @@ WHERE = {"vector_norm": "linalg", "inv": "linalg", "slogdet": "linalg", "solve":
          "gelu": "nn.functional", "silu": "nn.functional", "elu": "nn.functional",
          "leaky_relu": "nn.functional", "softplus": "nn.functional"}
 # Ops that only exist as Tensor methods in PyTorch.
-METHOD_ONLY = {"view", "expand"}
+METHOD_ONLY = {"view", "expand", "repeat"}
 
 
 def _public(name):
