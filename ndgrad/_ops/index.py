@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._tensor import Tensor
-from .registry import defop
-from .samples import sample
+from .._tensor import Tensor, _wrap_dim
+from .pointwise import where
+from .registry import NAMESPACES, OPS, definplace, defop
+from .samples import nc, sample
 
 
 def key_arrays(key):
@@ -89,3 +90,327 @@ def index_put_fn(self, indices, values, accumulate=False):
 
 Tensor.index_put_ = index_put_
 Tensor.index_put = index_put_fn
+
+
+# --- gather / scatter ---
+_INT_INDEX = (np.dtype(np.int32), np.dtype(np.int64))
+_C_NAMES = {"b": "bool", "i1": "signed char", "u1": "unsigned char", "i2": "short int", "i4": "int",
+            "i8": "long int", "f2": "c10::Half", "f4": "float", "f8": "double"}
+_TYPE = {"i1": "Char", "u1": "Byte", "i2": "Short", "i4": "Int", "i8": "Long", "f2": "Half",
+         "f4": "Float", "f8": "Double", "b1": "Bool"}
+
+
+def _tname(a) -> str:
+    return _TYPE.get(a.dtype.str[1:], str(a.dtype))
+
+
+def _coords(x, dim, index, who, src=None):
+    """The advanced-index tuple that addresses ``x`` at ``index`` along ``dim`` (PyTorch's checks).
+
+    0-d tensors count as 1-d (as in PyTorch), so the tuple indexes ``x.reshape(-1)`` then."""
+    if index.dtype not in _INT_INDEX:
+        raise RuntimeError(f"{who}(): Expected dtype int32/int64 for index")
+    d = _wrap_dim(dim, x.ndim)
+    xs, ixs = x.shape or (1,), index.shape or (1,)
+    if len(ixs) != len(xs):
+        what = "input" if who == "gather" else "self"
+        raise RuntimeError(f"Index tensor must have the same number of dimensions as {what} tensor")
+    if src is not None and len(src.shape or (1,)) != len(xs):
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    for k, n in enumerate(ixs):
+        if src is None and k != d and n > xs[k]:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index {list(ixs)} to be no "
+                               f"larger than self {list(xs)} apart from dimension {d}")
+        if src is not None and (k != d and n > xs[k] or n > (src.shape or (1,))[k]):
+            raise RuntimeError(f"Expected index {list(ixs)} to be no larger than self {list(xs)} apart from "
+                               f"dimension {d} and to be no larger size than src {list(src.shape or (1,))}")
+    ia = index.reshape(ixs)
+    bad = (ia < 0) | (ia >= xs[d])
+    if bad.any():
+        raise RuntimeError(f"index {int(ia[bad].flat[0])} is out of bounds for dimension {d} with size {xs[d]}")
+    coords = list(np.indices(ixs, sparse=True))
+    coords[d] = ia
+    return tuple(coords)
+
+
+def _gather(x, dim, index, sparse_grad):
+    key = _coords(x, dim, index, "gather")
+    return x.reshape(x.shape or (1,))[key].reshape(index.shape)
+
+
+gather = defop(
+    "gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", _gather,
+    {"self": lambda grad, self_shape, dim, index: scatter_add(grad.new_zeros(self_shape), dim, index, grad)},
+    samples=lambda rng: [
+        sample("dim1", rng.standard_normal((3, 4)), 1, np.array([[0, 1, 1], [3, 3, 0], [2, 0, 1]])),
+        sample("neg_dim_small", nc(rng.standard_normal((3, 4))), -2, np.array([[2, 0], [2, 2]])),
+        sample("int32", rng.standard_normal((2, 3, 2)), 2, np.array([[[1], [0]]], np.int32)),
+        sample("0d", rng.standard_normal(()), 0, np.array(0))]).call
+
+
+def _src_values(src, index):
+    return src.reshape(src.shape or (1,))[tuple(slice(0, n) for n in (index.shape or (1,)))]
+
+
+def _scatter(x, dim, index, src, reduce=None):
+    if isinstance(src, np.ndarray):
+        if src.dtype != x.dtype:
+            raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+        key = _coords(x, dim, index, "scatter", src)
+        vals = _src_values(src, index)
+    else:
+        key = _coords(x, dim, index, "scatter")
+        vals = np.asarray(src).astype(x.dtype)
+    out = x.reshape(x.shape or (1,)).copy()
+    if reduce is None:
+        out[key] = vals
+    elif reduce in ("add", "multiply"):  # ufunc.at: duplicate indices accumulate
+        ufunc = np.add if reduce == "add" else np.multiply
+        ufunc.at(out, key, np.broadcast_to(vals, np.broadcast_shapes(*(k.shape for k in key))))
+    else:
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    return out.reshape(x.shape)
+
+
+def _scatter_no_grad(grad):
+    raise RuntimeError("derivative for aten::scatter is not implemented")
+
+
+def _scatter_samples(value):
+    def make(rng):
+        other = (lambda shape: 1.5) if value else (lambda shape: rng.standard_normal(shape))
+        return [
+            sample("dim1", rng.standard_normal((3, 4)), 1, np.array([[0, 3], [2, 1], [1, 2]]), other((3, 2))),
+            sample("dim0_nc", nc(rng.standard_normal((3, 4))), 0, np.array([[2, 0, 1, 1]]), other((1, 4))),
+            sample("neg_dim", rng.standard_normal((2, 5)), -1, np.array([[4], [0]]), other((2, 1))),
+            sample("0d", rng.standard_normal(()), 0, np.array(0), other(()))]
+    return make
+
+
+def _scatter_self_grad(grad, dim, index):
+    return grad.scatter(dim, index, 0.0)
+
+
+scatter_src = defop(
+    "scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", _scatter,
+    {"self": _scatter_self_grad, "src": lambda grad, dim, index: grad.gather(dim, index)},
+    api=False, method=False, torch="torch.scatter", samples=_scatter_samples(False))
+scatter_value = defop(
+    "scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", _scatter,
+    {"self": _scatter_self_grad}, api=False, method=False, torch="torch.scatter",
+    samples=_scatter_samples(True))
+# NOTE(pytorch): scatter with reduce= has no derivative (torch raises at backward, so do we).
+scatter_reduce_src = defop(
+    "scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor", _scatter,
+    {"self": _scatter_no_grad, "src": _scatter_no_grad}, api=False, method=False, gradcheck=False,
+    torch="torch.scatter", node_name="ScatterBackward1",
+    samples=lambda rng: [
+        sample(f"{r}_dup", rng.standard_normal((3, 4)), 1, np.array([[0, 0], [2, 1], [1, 1]]),
+               rng.standard_normal((3, 2)), reduce=r, no_grad=(0, 3)) for r in ("add", "multiply")])
+scatter_reduce_value = defop(
+    "scatter.value_reduce(Tensor self, int dim, Tensor index, Scalar value, *, str reduce) -> Tensor",
+    _scatter, {"self": _scatter_no_grad}, api=False, method=False, gradcheck=False,
+    torch="torch.scatter", node_name="ScatterBackward2",
+    samples=lambda rng: [sample(f"{r}_dup", rng.standard_normal((3, 4)), 0, np.array([[0, 0, 2], [0, 1, 1]]),
+                                2.5, reduce=r, no_grad=(0,)) for r in ("add", "multiply")])
+_SCATTER_IP = {rec: definplace(rec, rec.name.replace("scatter", "scatter_")) for rec in
+               (scatter_src, scatter_value, scatter_reduce_src, scatter_reduce_value)}
+
+
+def _scatter_rec(src, value, reduce):
+    if (src is None) == (value is None):
+        raise TypeError("scatter() received an invalid combination of arguments - expected one of "
+                        "src (Tensor) or value (Number)")
+    if isinstance(src if value is None else value, Tensor):
+        return scatter_src if reduce is None else scatter_reduce_src
+    return scatter_value if reduce is None else scatter_reduce_value
+
+
+def scatter(input, dim, index, src=None, value=None, *, reduce=None):
+    """``torch.scatter(input, dim, index, src|value, *, reduce=None)``."""
+    rec = _scatter_rec(src, value, reduce)
+    v = src if value is None else value
+    return rec.call(input, dim, index, v) if reduce is None else rec.call(input, dim, index, v, reduce=reduce)
+
+
+def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
+    rec = _SCATTER_IP[_scatter_rec(src, value, reduce)]
+    v = src if value is None else value
+    return rec.call(self, dim, index, v) if reduce is None else rec.call(self, dim, index, v, reduce=reduce)
+
+
+def _scatter_add(x, dim, index, src):
+    if src.dtype != x.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    key = _coords(x, dim, index, "scatter", src)
+    out = x.reshape(x.shape or (1,)).copy()
+    np.add.at(out, key, _src_values(src, index))  # duplicate indices accumulate
+    return out.reshape(x.shape)
+
+
+scatter_add = defop(
+    "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", _scatter_add,
+    {"self": lambda grad: grad, "src": lambda grad, dim, index: grad.gather(dim, index)},
+    inplace="scatter_add_",
+    samples=lambda rng: [
+        sample("dup", rng.standard_normal((3, 4)), 1, np.array([[0, 0, 3], [2, 2, 2], [1, 0, 1]]),
+               rng.standard_normal((3, 3))),
+        sample("dim0_nc", nc(rng.standard_normal((3, 4))), 0, np.array([[2, 0, 2, 2], [2, 1, 0, 2]]),
+               nc(rng.standard_normal((2, 4)))),
+        sample("small_index", rng.standard_normal((4, 3)), -2, np.array([[3], [3]]), rng.standard_normal((2, 1))),
+        sample("0d", rng.standard_normal(()), 0, np.array([0, 0]), rng.standard_normal((2,)))]).call
+
+
+# --- index_select / index_add ---
+def _index_vector(x, dim, index, who):
+    """``(dim, index as a 1-d array)`` for index_select / index_add, with PyTorch's checks."""
+    if index.ndim > 1:
+        if who == "index_select":
+            raise IndexError("index_select(): Index is supposed to be a vector")
+        raise IndexError(f"index_add_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
+                         f"{_tname(index)} and size: {list(index.shape)}")
+    return _wrap_dim(dim, x.ndim), index.reshape(-1)
+
+
+def _index_select(x, dim, index):
+    if index.dtype not in _INT_INDEX:
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    d, idx = _index_vector(x, dim, index, "index_select")
+    size = x.shape[d] if x.ndim else 1
+    if x.ndim == 0 and idx.size != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {idx.size} value(s)")
+    bad = (idx < 0) | (idx >= size)
+    if bad.any():
+        raise RuntimeError(f"INDICES element is out of DATA bounds, id={int(idx[bad][0])} axis_dim={size}")
+    return x.copy() if x.ndim == 0 else np.take(x, idx, axis=d)
+
+
+index_select = defop(
+    "index_select(Tensor self, int dim, Tensor index) -> Tensor", _index_select,
+    {"self": lambda grad, self_shape, dim, index: grad.new_zeros(self_shape).index_add(dim, index, grad)},
+    samples=lambda rng: [
+        sample("dup", rng.standard_normal((3, 4)), 1, np.array([0, 3, 3, 1, 0])),
+        sample("nc_neg_dim", nc(rng.standard_normal((3, 4))), -2, np.array([2, 0])),
+        sample("int32_0d_index", rng.standard_normal((4, 2)), 0, np.array(3, np.int32)),
+        sample("0d", rng.standard_normal(()), 0, np.array([0]))]).call
+
+
+def _index_add(x, dim, index, source, alpha):
+    if index.dtype not in _INT_INDEX:
+        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: {_tname(index)}")
+    d, idx = _index_vector(x, dim, index, "index_add")
+    if source.dtype != x.dtype:
+        raise RuntimeError(f"index_add_(): self ({_tname(x)}) and source ({_tname(source)}) must have the same "
+                           "scalar type")
+    xs, ss = x.shape or (1,), source.shape or (1,)
+    if (source.ndim > 1 or source.size != 1) if x.ndim == 0 else source.ndim != x.ndim or any(
+            a != b for k, (a, b) in enumerate(zip(xs, ss)) if k != d):
+        raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified dimension. "
+                           f"Got self.shape = {list(x.shape)} source.shape = {list(source.shape)}")
+    if idx.size != ss[d]:
+        raise RuntimeError(f"index_add_(): Number of indices ({idx.size}) should be equal to source.size(dim): "
+                           f"({ss[d]}), for dim: {d}")
+    bad = (idx < 0) | (idx >= xs[d])
+    if bad.any():
+        raise RuntimeError(f"index {int(idx[bad][0])} is out of bounds for dimension {d} with size {xs[d]}")
+    vals = source.reshape(ss) if alpha == 1 else (source.reshape(ss) * alpha).astype(x.dtype)
+    out = x.reshape(xs).copy()
+    np.add.at(out, (slice(None),) * d + (idx,), vals)  # duplicate indices accumulate
+    return out.reshape(x.shape)
+
+
+def _index_add_source_grad(grad, dim, index, alpha, source_shape):
+    g = grad.index_select(dim, index).reshape(source_shape)
+    return g if alpha == 1 else g * alpha
+
+
+index_add = defop(
+    "index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", _index_add,
+    {"self": lambda grad: grad, "source": _index_add_source_grad}, inplace="index_add_",
+    samples=lambda rng: [
+        sample("dup", rng.standard_normal((3, 4)), 1, np.array([0, 3, 3, 0, 0]), rng.standard_normal((3, 5))),
+        sample("alpha_nc", nc(rng.standard_normal((3, 4))), 0, np.array([2, 2]), nc(rng.standard_normal((2, 4))),
+               alpha=-1.5),
+        sample("0d", rng.standard_normal(()), 0, np.array([0]), rng.standard_normal(())),
+        sample("0d_index", rng.standard_normal((3, 2)), -2, np.array(1, np.int32), rng.standard_normal((1, 2)))]).call
+
+
+# --- masks ---
+def _check_mask(mask, who):
+    if mask.dtype != np.bool_:
+        if who == "masked_select":
+            raise RuntimeError("masked_select: expected BoolTensor for mask")
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{_C_NAMES.get(mask.dtype.str[1:], str(mask.dtype))}")
+
+
+def _masked_fill(x, mask, value):
+    _check_mask(mask, "masked_fill")
+    if isinstance(value, np.ndarray) and value.ndim:
+        raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s).")
+    return np.where(mask, np.asarray(value).astype(x.dtype), x)
+
+
+def _masked_fill_samples(value):
+    def make(rng):
+        v = (lambda: rng.standard_normal(())) if value else (lambda: -1.5)
+        return [
+            sample("same", rng.standard_normal((3, 4)), rng.standard_normal((3, 4)) > 0, v()),
+            sample("bcast_mask_nc", nc(rng.standard_normal((3, 4))), rng.standard_normal((4,)) > 0, v()),
+            sample("bcast_self", rng.standard_normal((4,)), rng.standard_normal((2, 4)) > 0, v()),
+            sample("0d", rng.standard_normal(()), np.array(True), v())]
+    return make
+
+
+masked_fill_scalar = defop(
+    "masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", _masked_fill,
+    {"self": lambda grad, mask: grad.masked_fill(mask, 0)}, api=False, method=False,
+    torch="torch.masked_fill", inplace="masked_fill_", samples=_masked_fill_samples(False))
+masked_fill_tensor = defop(
+    "masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", _masked_fill,
+    {"self": lambda grad, mask: grad.masked_fill(mask, 0),
+     "value": lambda grad, mask: where(mask, grad, 0.0).sum()},
+    api=False, method=False, torch="torch.masked_fill", node_name="MaskedFillBackward1",
+    samples=_masked_fill_samples(True))
+_masked_fill_tensor_ = definplace(masked_fill_tensor, "masked_fill_.Tensor")
+delattr(Tensor, "masked_fill_.Tensor")
+
+
+def masked_fill(input, mask, value):
+    """``torch.masked_fill(input, mask, value)``: ``value`` is a number or a 0-d tensor."""
+    return (masked_fill_tensor if isinstance(value, Tensor) else masked_fill_scalar).call(input, mask, value)
+
+
+def masked_fill_(self, mask, value):
+    return (_masked_fill_tensor_ if isinstance(value, Tensor) else OPS["masked_fill_"]).call(self, mask, value)
+
+
+def _masked_select(x, mask):
+    _check_mask(mask, "masked_select")
+    xb, mb = np.broadcast_arrays(x, mask)
+    return xb[mb]
+
+
+def _masked_select_grad(grad, self_shape, mask):
+    shape = np.broadcast_shapes(self_shape, mask.shape)
+    return index_backward(grad, shape, (np.broadcast_to(mask._data, shape),))
+
+
+masked_select = defop(
+    "masked_select(Tensor self, Tensor mask) -> Tensor", _masked_select, {"self": _masked_select_grad},
+    samples=lambda rng: [
+        sample("same", rng.standard_normal((3, 4)), rng.standard_normal((3, 4)) > 0),
+        sample("bcast_mask_nc", nc(rng.standard_normal((3, 4))), rng.standard_normal((3, 1)) > 0),
+        sample("bcast_self", rng.standard_normal((4,)), rng.standard_normal((2, 4)) > 0),
+        sample("0d", rng.standard_normal(()), np.array(True))]).call
+
+
+for _name, _fn in (("scatter", scatter), ("scatter_", scatter_), ("masked_fill", masked_fill),
+                   ("masked_fill_", masked_fill_)):
+    _fn.__name__ = _fn.__qualname__ = _name
+    setattr(Tensor, _name, _fn)
+    if not _name.endswith("_"):
+        NAMESPACES[""][_name] = _fn
+for _rec in _SCATTER_IP.values():
+    delattr(Tensor, _rec.name)

@@ -1,3 +1,120 @@
-"""Ops that live in ``nn.functional`` only (padding, ...); activations are in ``pointwise``."""
+"""Ops that live in ``nn.functional`` only (padding, ...); activations are in ``pointwise``.
+
+``pad``'s non-constant modes gather along each padded dim with an index array; their backward
+(``_pad_backward``) adds the gradient back at those indices, and is itself differentiated by pad.
+"""
 
 from __future__ import annotations
+
+import numpy as np
+
+from .registry import defop
+from .samples import nc, sample
+
+_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _check_pad(x, pad, mode, value):
+    if mode not in _MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    for k, p in enumerate(pad):
+        if not isinstance(p, (int, np.integer)):
+            raise TypeError(f"pad(): argument 'pad' (position 2) must be tuple of ints, but found element of "
+                            f"type {type(p).__name__} at pos {k}")
+    if mode != "constant" and value is not None and value != 0:
+        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) > 2 * x.ndim:
+        raise RuntimeError("Padding length should be less than or equal to two times the input dimension but "
+                           f"got padding length {len(pad)} and input of dimension {x.ndim}")
+    n = len(pad) // 2
+    if mode != "constant" and (n not in (1, 2, 3) or x.ndim not in (n + 1, n + 2)):
+        raise NotImplementedError(f"Padding size {len(pad)} is not supported for {x.ndim}D input tensor.")
+
+
+def _pad_index(size, lo, hi, mode, dim, shape):
+    """For a non-constant mode: the input position each output position reads along one dim."""
+    if mode == "reflect" and (lo >= size or hi >= size):
+        raise RuntimeError(f"Argument #{4 + 2 * (len(shape) - 1 - dim)}: Padding size should be less than the "
+                           f"corresponding input dimension, but got: padding ({lo}, {hi}) at dimension {dim} of "
+                           f"input {list(shape)}")
+    if mode == "circular" and (lo > size or hi > size):
+        raise RuntimeError("Padding value causes wrapping around more than once.")
+    j = np.arange(-lo, size + hi)
+    if mode == "reflect":
+        j = np.abs(j)
+        return np.where(j > size - 1, 2 * (size - 1) - j, j)
+    if mode == "replicate":
+        return np.clip(j, 0, size - 1)
+    # NOTE(pytorch): circular pads wrap within what is left after negative pads crop.
+    start, stop = max(-lo, 0), size - max(-hi, 0)
+    return start + (np.arange(size + lo + hi) - max(lo, 0)) % max(stop - start, 1)
+
+
+def _pad_dims(x, pad):
+    """``(dim, lo, hi)`` for each padded dim: pairs of ``pad`` start from the last dim."""
+    return [(x.ndim - 1 - k, int(pad[2 * k]), int(pad[2 * k + 1])) for k in range(len(pad) // 2)]
+
+
+def _pad(x, pad, mode, value):
+    _check_pad(x, pad, mode, value)
+    if mode == "constant":
+        shape, src, dst = list(x.shape), [slice(None)] * x.ndim, [slice(None)] * x.ndim
+        for d, lo, hi in _pad_dims(x, pad):
+            size = x.shape[d]
+            if size + min(lo, 0) + min(hi, 0) < 0:
+                raise RuntimeError("narrow(): length must be non-negative.")
+            shape[d] = size + lo + hi
+            src[d] = slice(max(-lo, 0), size - max(-hi, 0))
+            dst[d] = slice(max(lo, 0), max(lo, 0) + src[d].stop - src[d].start)
+        out = np.full(shape, 0 if value is None else value).astype(x.dtype, copy=False)
+        out[tuple(dst)] = x[tuple(src)]
+        return out
+    shape = x.shape
+    for d, lo, hi in _pad_dims(x, pad):
+        x = np.take(x, _pad_index(shape[d], lo, hi, mode, d, shape), axis=d)
+    return x
+
+
+def _pad_backward(grad, shape, pad, mode):
+    # the adjoint of the gather in _pad: add each output position's gradient at its input position
+    for d, lo, hi in reversed(_pad_dims(grad, pad)):
+        idx = _pad_index(shape[d], lo, hi, mode, d, shape)
+        out = np.zeros(grad.shape[:d] + (shape[d],) + grad.shape[d + 1:], grad.dtype)
+        np.add.at(np.moveaxis(out, d, 0), idx, np.moveaxis(grad, d, 0))
+        grad = out
+    return grad
+
+
+pad_backward = defop("_pad_backward(Tensor grad, int[] shape, SymInt[] pad, str mode) -> Tensor", _pad_backward,
+                     {"grad": lambda grad, pad, mode: pad_fn(grad, pad, mode)}, method=False, api=False).call
+
+
+def _pad_grad(grad, input_shape, pad, mode):
+    if mode == "constant":  # cropping undoes padding and vice versa
+        return pad_fn(grad, [-p for p in pad])
+    return pad_backward(grad, input_shape, pad, mode)
+
+
+def _pad_samples(rng):
+    def r(*shape):
+        return rng.standard_normal(shape)
+
+    out = [
+        sample("const_last", r(3, 4), (1, 2)),
+        sample("const_value_nc", nc(r(2, 3, 4)), [2, 0, 1, 1], value=1.5),
+        sample("const_crop", r(3, 5), (-1, 2, 1, -2)),
+        sample("const_all_dims", r(2, 2, 3), (1, 0, 0, 1, 2, 1)),
+        sample("const_0d", r(), ()),
+    ]
+    for mode in ("reflect", "replicate", "circular"):
+        out += [sample(f"{mode}_1d", nc(r(2, 5)), (2, 3), mode=mode),
+                sample(f"{mode}_1d_batch_crop", r(2, 2, 5), (-1, 3), mode),
+                sample(f"{mode}_2d", r(2, 3, 4), (1, 2, 2, 1), mode),
+                sample(f"{mode}_3d", r(1, 2, 3, 3, 4), (1, 1, 0, 2, 2, 1), mode=mode)]
+    return out
+
+
+pad_fn = defop("pad(Tensor input, SymInt[] pad, str mode='constant', float? value=None) -> Tensor", _pad,
+               {"input": _pad_grad}, api="nn.functional.pad", method=False, samples=_pad_samples).call
