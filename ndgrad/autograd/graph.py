@@ -9,6 +9,7 @@ that a saved output can be rebuilt as a tensor on unpack.
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 import threading
 import weakref
@@ -292,10 +293,12 @@ def modified_msg(t, now, expected) -> str:
 
 
 def _modified_msg(shape, legacy, grad_fn, output_nr, now, expected) -> str:
-    where = f", which is output {output_nr} of {grad_fn.name()}," if grad_fn is not None else ""
+    # PyTorch names the op, not its node: "output 0 of Add" for AddBackward0.
+    op = re.sub(r"Backward\d*$", "", grad_fn.name()) if grad_fn is not None else None
+    where = f", which is output {output_nr} of {op}," if grad_fn is not None else ""
     return (
         "one of the variables needed for gradient computation has been modified by an inplace "
         f"operation: [ndgrad.{legacy} {_shape_str(shape)}]{where} is at version {now}; expected "
         f"version {expected} instead. Hint: enable anomaly detection to find the operation that "
-        "failed to compute its gradient, with torch.autograd.set_detect_anomaly(True)."
+        "failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
     )
