@@ -39,6 +39,17 @@ def is_tensor(obj) -> bool:
     return isinstance(obj, Tensor)
 
 
+def equal(input, other) -> bool:
+    """True when both tensors have the same shape and equal elements."""
+    for pos, (name, arg) in enumerate((("input", input), ("other", other)), 1):
+        if not isinstance(arg, Tensor):
+            raise TypeError(
+                f"equal(): argument '{name}' (position {pos}) must be Tensor, "
+                f"not {type(arg).__name__}"
+            )
+    return input.equal(other)
+
+
 def is_floating_point(t) -> bool:
     return t.is_floating_point()
 

@@ -87,7 +87,12 @@ def _rng(generator):
 def _leaf(arr, requires_grad: bool) -> Tensor:
     t = Tensor._make(arr, None, 0, None)
     if requires_grad:
-        t.requires_grad_(True)
+        if arr.dtype.kind not in "fc":
+            # NOTE(pytorch): factories word this differently from Tensor.requires_grad_()
+            raise RuntimeError(
+                "Only Tensors of floating point and complex dtype can require gradients"
+            )
+        t._rg = True
     return t
 
 
@@ -118,7 +123,10 @@ def _infer_dtype(data):
             kinds.add(("t", x.dtype))
         elif isinstance(x, (list, tuple)):
             stack.extend(x)
-        elif isinstance(x, (bool, np.bool_)):
+        elif isinstance(x, np.generic):
+            # NumPy scalars keep their own dtype, like 0-d tensors (np.float64 is also a float)
+            kinds.add(("t", D.from_np(x.dtype)))
+        elif isinstance(x, bool):
             kinds.add(("k", D.BOOL))
         elif isinstance(x, numbers.Integral):
             kinds.add(("k", D.INT))
@@ -260,7 +268,9 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
 def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
             device=None, requires_grad=False) -> Tensor:
     _check(device)
-    if high is None:
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high  # the randint(high, size) overload
+    elif high is None:
         low, high = 0, low
     if size is None:
         raise TypeError("randint() missing 1 required positional arguments: \"size\"")

@@ -8,6 +8,7 @@ tensor is a view), ``_meta`` (``AutogradMeta``: leaf ``.grad``, hooks; ``None`` 
 
 from __future__ import annotations
 
+import warnings
 import weakref
 
 import numpy as np
@@ -247,6 +248,11 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value) -> None:
+        if value and self._grad_fn is None and self._data.dtype.kind not in "fc":
+            # NOTE(pytorch): the attribute setter words it differently from requires_grad_()
+            raise RuntimeError(
+                "only Tensors of floating point and complex dtype can require gradients"
+            )
         self.requires_grad_(value)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
@@ -259,14 +265,21 @@ class Tensor:
                 )
             return self
         if requires_grad and self._data.dtype.kind not in "fc":
-            raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
+            # NOTE(pytorch): the method's wording omits "and complex" (complex is still allowed)
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self._rg = bool(requires_grad)
         return self
 
     @property
     def grad(self):
         m = self._meta
-        return None if m is None else m.grad
+        if m is not None and m.grad is not None:
+            return m.grad
+        if self._view is not None:
+            refresh_view(self)
+        if self._grad_fn is not None and (m is None or not m.retains_grad):
+            warnings.warn(_NON_LEAF_GRAD_MSG, UserWarning, stacklevel=2)
+        return None
 
     @grad.setter
     def grad(self, value) -> None:
@@ -274,7 +287,11 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
             if value._data.shape != self._data.shape:
-                raise RuntimeError("assigned grad has data of a different size")
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value._data.shape)}' to a "
+                    f"tensor of size '{list(self._data.shape)}'. Please ensure that the gradient "
+                    "and the tensor are the same size"
+                )
             if value._data.dtype != self._data.dtype:
                 raise RuntimeError("assigned grad has data of a different type")
         self._get_meta().grad = value
@@ -379,6 +396,50 @@ class Tensor:
 
     def is_inference(self) -> bool:
         return False
+
+    # --- views ---
+    @property
+    def _base(self):
+        """The tensor this one is a view of (the root base for views of views), else None."""
+        info = self._view
+        return None if info is None else info.base
+
+    def _is_view(self) -> bool:
+        return self._view is not None
+
+    def equal(self, other) -> bool:
+        """True when both tensors have the same shape and equal elements (NaN never equals)."""
+        if not isinstance(other, Tensor):
+            raise TypeError(
+                f"equal(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}"
+            )
+        a, b = self._data, other._data
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+
+    # --- legacy type names ---
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        """No argument: the legacy type name (``ndgrad.FloatTensor``); else a cast to ``dtype``."""
+        if dtype is None:
+            return "ndgrad." + D._FROM_NP[self._data.dtype].legacy
+        if isinstance(dtype, str):
+            d = _LEGACY.get(dtype)
+            if d is None:
+                raise ValueError(f"invalid type: '{dtype}'")
+        elif isinstance(dtype, D.dtype):
+            d = dtype
+        else:
+            raise TypeError("dtype must be a type, str, or dtype object")
+        return self.to(d)
+
+
+_LEGACY = {p + d.legacy: d for d in D.ALL for p in ("ndgrad.", "torch.")}
+_NON_LEAF_GRAD_MSG = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+    "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you access the non-leaf "
+    "Tensor by mistake, make sure you access the leaf Tensor instead. See "
+    "github.com/pytorch/pytorch/pull/30531 for more information."
+)
 
 
 _new = object.__new__

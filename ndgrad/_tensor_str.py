@@ -1,63 +1,149 @@
-"""PyTorch-style ``repr`` of tensors: ``tensor([2.], grad_fn=<MulBackward0>)``."""
+"""PyTorch-style ``repr`` of tensors: ``tensor([2.], grad_fn=<MulBackward0>)``.
+
+Every element of a tensor is printed in one style chosen from all its (shown) values and
+right-aligned to the widest, PyTorch's print options fixed at their defaults: 4 decimals, line
+width 80, summarised as ``3 edge items ... 3 edge items`` per dim above 1000 elements.
+"""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from . import _dtype as D
 
 _PRECISION = 4
+_LINEWIDTH = 80
+_THRESHOLD = 1000
+_EDGE = 3
+_PREFIX = "tensor("
 
 
-def _format_floats(a: np.ndarray):
-    finite = a[np.isfinite(a)]
-    if finite.size and np.all(finite == np.round(finite)) and np.abs(finite).max() < 1e8:
-        return lambda v: _special(v) or f"{v:.0f}."
-    amax = np.abs(finite).max() if finite.size else 0.0
-    amin = np.abs(finite[finite != 0]).min() if np.any(finite != 0) else 0.0
-    if amax >= 1e8 or (amin and amin < 1e-4) or (amin and amax / amin > 1000.0):
-        return lambda v: _special(v) or f"{v:.{_PRECISION}e}"
-    return lambda v: _special(v) or f"{v:.{_PRECISION}f}"
+class _Style:
+    """How one real-valued array's elements are written: ``int`` (``3.``), ``fixed`` (``3.1416``),
+    ``sci`` (``3.1416e+00``) for floats, ``str`` for integers and bools; ``width`` pads them."""
+
+    def __init__(self, a: np.ndarray):
+        self.kind = "str"
+        self.width = 1
+        if a.dtype.kind != "f":
+            for v in a.ravel().tolist():
+                self.width = max(self.width, len(str(v)))
+            return
+        vals = a.astype(np.float64).ravel()
+        vals = vals[np.isfinite(vals) & (vals != 0)]
+        self.kind = "int"
+        if vals.size == 0:
+            return
+        mags = np.abs(vals)
+        lo, hi = float(mags.min()), float(mags.max())
+        integral = bool(np.all(vals == np.ceil(vals)))
+        if integral:
+            sci = hi / lo > 1000.0 or hi > 1.0e8
+            self.kind = "sci" if sci else "int"
+        else:
+            sci = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+            self.kind = "sci" if sci else "fixed"
+        self.width = max(len(self._text(v)) for v in vals.tolist())
+
+    def _text(self, v) -> str:
+        if self.kind == "sci":
+            return f"{v:.{_PRECISION}e}"
+        if self.kind == "fixed":
+            return f"{v:.{_PRECISION}f}"
+        if self.kind == "int":
+            s = f"{v:.0f}"
+            return s if math.isinf(v) or math.isnan(v) else s + "."
+        return str(v)
+
+    def format(self, v) -> str:
+        return self._text(v).rjust(self.width)
 
 
-def _special(v):
-    if np.isnan(v):
-        return "nan"
-    if np.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return None
+def _edges(a: np.ndarray) -> np.ndarray:
+    """Only the elements a summarised print shows (first and last edge items of every dim)."""
+    for d in range(a.ndim):
+        if a.shape[d] > 2 * _EDGE:
+            idx = np.r_[0:_EDGE, a.shape[d] - _EDGE:a.shape[d]]
+            a = np.take(a, idx, axis=d)
+    return a
+
+
+class _Printer:
+    def __init__(self, a: np.ndarray, summarize: bool):
+        shown = _edges(a) if summarize else a
+        self.summarize = summarize
+        self.is_complex = a.dtype.kind == "c"
+        if self.is_complex:
+            self.re, self.im = _Style(shown.real), _Style(shown.imag)
+            self.item_width = self.re.width + self.im.width + 1
+        else:
+            self.re, self.im = _Style(shown), None
+            self.item_width = self.re.width
+
+    def element(self, v) -> str:
+        if not self.is_complex:
+            return self.re.format(v)
+        imag = (self.im.format(v.imag) + "j").lstrip()
+        sign = "" if imag[0] in "+-" else "+"
+        return self.re.format(v.real) + sign + imag
+
+    def block(self, a: np.ndarray, indent: int) -> str:
+        if a.ndim == 0:
+            return self.element(a.item())
+        cut = self.summarize and a.shape[0] > 2 * _EDGE
+        if a.ndim == 1:
+            vals = a.tolist()
+            if cut:
+                items = [self.element(v) for v in vals[:_EDGE]] + [" ..."]
+                items += [self.element(v) for v in vals[-_EDGE:]]
+            else:
+                items = [self.element(v) for v in vals]
+            per_line = max(1, (_LINEWIDTH - indent) // (self.item_width + 2))
+            lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+            return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+        n = a.shape[0]
+        rows = range(_EDGE) if cut else range(n)
+        parts = [self.block(a[i], indent + 1) for i in rows]
+        if cut:
+            parts.append("...")
+            parts += [self.block(a[i], indent + 1) for i in range(n - _EDGE, n)]
+        sep = "," + "\n" * (a.ndim - 1) + " " * (indent + 1)
+        return "[" + sep.join(parts) + "]"
 
 
 def _body(a: np.ndarray) -> str:
-    kind = a.dtype.kind
-    if kind == "f":
-        fmt = _format_floats(a.astype(np.float64))
-    elif kind == "b":
-        fmt = lambda v: "True" if v else "False"  # noqa: E731
-    elif kind == "c":
-        fmt = lambda v: f"{v.real:.{_PRECISION}f}{v.imag:+.{_PRECISION}f}j"  # noqa: E731
-    else:
-        fmt = lambda v: str(int(v))  # noqa: E731
-    if a.ndim == 0:
-        return fmt(a.item())
-    summarize = a.size > 1000
-    return np.array2string(
-        a, separator=", ", formatter={"all": fmt}, threshold=1000 if summarize else a.size + 1,
-        edgeitems=3, prefix="tensor(", max_line_width=80,
-    )
+    if a.size == 0:
+        return "[]"
+    summarize = a.size > _THRESHOLD
+    return _Printer(a, summarize).block(a, len(_PREFIX))
 
 
 def tensor_repr(t) -> str:
     a = t._data
-    body = _body(a)
-    suffix = []
-    if a.size == 0 and a.shape != (0,):
-        suffix.append(f"size={tuple(a.shape)}")
     dt = D._FROM_NP[a.dtype]
-    if dt not in (D._default[0], D.int64, D.bool_, D.default_complex()):
+    suffix = []
+    if a.size == 0:
+        if a.ndim != 1:
+            suffix.append(f"size={tuple(a.shape)}")
+        if dt is not D._default[0]:  # nothing to tell an empty int64 / bool tensor apart by
+            suffix.append(f"dtype=ndgrad.{dt.name}")
+    elif dt not in (D._default[0], D.int64, D.bool_, D.default_complex()):
         suffix.append(f"dtype=ndgrad.{dt.name}")
-    if t._grad_fn is not None:
-        suffix.append(f"grad_fn=<{t._grad_fn.name()}>")
+    fn = t.grad_fn  # refreshes a view's grad_fn after in-place changes
+    if fn is not None:
+        suffix.append(f"grad_fn=<{fn.name()}>")
     elif t._rg:
         suffix.append("requires_grad=True")
-    return "tensor(" + ", ".join([body] + suffix) + ")"
+    out = _PREFIX + _body(a)
+    # a suffix that would overflow the last line goes on its own line, aligned with the body
+    last = len(out) - out.rfind("\n") + 1
+    for s in suffix:
+        if last + len(s) + 2 > _LINEWIDTH:
+            out += ",\n" + " " * len(_PREFIX) + s
+            last = len(_PREFIX) + len(s)
+        else:
+            out += ", " + s
+            last += len(s) + 2
+    return out + ")"

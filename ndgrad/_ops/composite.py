@@ -14,7 +14,7 @@ from .._tensor import Tensor
 from .index import index_adv, key_arrays
 from .registry import OPS, defcomposite, defop
 from .samples import nc, sample
-from .shape import index_basic, size_arg
+from .shape import size_arg
 
 def _call(name):
     return OPS[name].call
@@ -181,49 +181,135 @@ defcomposite(sum_to_size, api=False, samples=lambda rng: [
 
 
 # --- indexing ---
-def _is_basic(key) -> bool:
-    if isinstance(key, tuple):
-        return all(_is_basic_item(k) for k in key)
-    return _is_basic_item(key)
+# NOTE(pytorch): basic indexing records one view node per indexed dim, as PyTorch's
+# applySlicing does: select for an int, slice for a slice (skipped inside a tuple when it spans
+# the whole dim), unsqueeze for None, and alias when nothing else was recorded (``x[...]``).
+_select = OPS["select.int"].call
+_slice = OPS["slice.Tensor"].call
+_unsqueeze = OPS["unsqueeze"].call
+_alias = OPS["alias"].call
+_ZERO_DIM_INDEX = ("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                   "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
 
 
-def _is_basic_item(k) -> bool:
-    return (k is None or k is Ellipsis or type(k) is slice
-            or (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))))
+def _int_index(k):
+    """``k`` as an int when it is an integer index (not a bool), else None."""
+    if type(k) is int:
+        return k
+    if isinstance(k, (np.integer, int)) and not isinstance(k, (bool, np.bool_)):
+        return int(k)
+    return None
 
 
-def _check_basic(shape, key):
-    items = key if isinstance(key, tuple) else (key,)
-    dim = 0
-    n_real = sum(1 for k in items if k is not None and k is not Ellipsis)
-    if n_real > len(shape):
-        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
-    for k in items:
-        if k is Ellipsis:
-            dim += len(shape) - n_real
-        elif k is None:
+def _slice_args(s):
+    start, stop, step = s.start, s.stop, s.step
+    if start is not None and type(start) is not int:
+        start = start.__index__()
+    if stop is not None and type(stop) is not int:
+        stop = stop.__index__()
+    if step is None:
+        step = 1
+    elif type(step) is not int:
+        step = step.__index__()
+    if step <= 0:
+        msg = "slice step cannot be zero" if step == 0 else "step must be greater than zero"
+        raise ValueError(msg)
+    return start, stop, step
+
+
+def _out_of_bounds(k, pos, size):
+    return IndexError(f"index {k} is out of bounds for dimension {pos} with size {size}")
+
+
+def _getitem_tuple(self, key):
+    """A tuple of ints, slices, None and Ellipsis, or None when it holds anything else."""
+    n_real = 0
+    for k in key:
+        if k is None or k is Ellipsis:
             continue
-        else:
-            if type(k) is not slice:
-                size = shape[dim]
-                if not -size <= k < size:
-                    raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {size}")
+        tk = type(k)
+        if tk is not int and tk is not slice and _int_index(k) is None:
+            return None
+        n_real += 1
+    ndim = self._data.ndim
+    if n_real > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    out, dim = self, 0
+    for pos, k in enumerate(key):
+        if type(k) is slice:
+            start, stop, step = _slice_args(k)
+            size = out._data.shape[dim]
+            whole = step == 1 and not start and (stop is None or stop >= size)
+            if not whole:
+                out = _slice(out, dim, start, stop, step)
             dim += 1
+        elif k is None:
+            out = _unsqueeze(out, dim)
+            dim += 1
+        elif k is Ellipsis:
+            dim += ndim - n_real
+        else:
+            if type(k) is not int:
+                k = _int_index(k)
+            size = out._data.shape[dim]
+            if not -size <= k < size:
+                raise _out_of_bounds(k, pos, size)
+            out = _select(out, dim, k)
+    return _alias(self) if out is self else out
 
 
 def getitem(self, key):
-    if _is_basic(key):
-        _check_basic(self._data.shape, key)
-        return index_basic(self, key)
+    """``x[key]``: a view for ints, slices, None and Ellipsis; advanced indexing otherwise."""
+    tk = type(key)
+    if tk is int:  # x[i]
+        shape = self._data.shape
+        if not shape:
+            raise IndexError(_ZERO_DIM_INDEX)
+        if not -shape[0] <= key < shape[0]:
+            raise _out_of_bounds(key, 0, shape[0])
+        return _select(self, 0, key)
+    if tk is slice:  # x[a:b]: recorded even when it spans the whole dim, as in PyTorch
+        return _slice(self, 0, *_slice_args(key))
+    if tk is tuple:
+        out = _getitem_tuple(self, key)
+        if out is not None:
+            return out
+    elif key is None:
+        return _unsqueeze(self, 0)
+    elif key is Ellipsis:
+        return _alias(self)
+    elif _int_index(key) is not None:
+        return getitem(self, int(key))
     return index_adv(self, key_arrays(key))
 
 
+defcomposite(getitem, name="__getitem__", api=False, method=False, torch="Tensor.__getitem__",
+             samples=lambda rng: [
+                 sample("int", rng.standard_normal((3, 4)), 1),
+                 sample("neg_int_nc", nc(rng.standard_normal((3, 4))), -1),
+                 sample("slice_step", rng.standard_normal((6, 4)), (slice(1, None, 2), slice(None, 3))),
+                 sample("none_ellipsis", rng.standard_normal((2, 3, 4)), (Ellipsis, None, 1)),
+                 sample("neg", rng.standard_normal((5,)), slice(-3, None)),
+                 sample("slice_int", rng.standard_normal((3, 4)), (slice(1, 2), 1)),
+                 sample("full_slices", rng.standard_normal((3, 4)), (slice(None), slice(0, 4))),
+                 sample("ellipsis_0d", rng.standard_normal(()), Ellipsis),
+                 sample("none", rng.standard_normal((3,)), None),
+                 sample("ints_0d_out", rng.standard_normal((2, 3)), (1, -2)),
+                 sample("empty", rng.standard_normal((3, 2)), slice(5, None))])
+
+
 def setitem(self, key, value):
-    if _is_basic(key):
-        _check_basic(self._data.shape, key)
-        index_basic(self, key).copy_(value)
+    if type(key) is int or type(key) is slice or _is_basic(key):
+        getitem(self, key).copy_(value)
     else:
         Tensor._index_put_(self, key_arrays(key), value, False)
+
+
+def _is_basic(key) -> bool:
+    if type(key) is tuple:
+        return all(k is None or k is Ellipsis or type(k) is slice or _int_index(k) is not None
+                   for k in key)
+    return key is None or key is Ellipsis or _int_index(key) is not None
 
 
 Tensor.__getitem__ = getitem
@@ -231,8 +317,17 @@ Tensor.__setitem__ = setitem
 
 
 # --- Python operators ---
+_rsub_scalar = _call("rsub.Scalar")
+_pow = _call("pow")
+
+
 def _rsub(self, other):
-    return _call("sub.Tensor")(other, self)
+    t = type(other)
+    if t is int or t is float:
+        return _rsub_scalar(self, other)
+    if isinstance(other, Tensor):
+        return _call("rsub.Tensor")(self, other)
+    return _rsub_scalar(self, other.item() if isinstance(other, np.generic) else other)
 
 
 def _rdiv(self, other):
@@ -248,7 +343,7 @@ def _rfloordiv(self, other):
 
 
 def _rpow(self, other):
-    return _call("pow.Tensor_Tensor")(other, self)
+    return _pow(other, self)
 
 
 def _rmod(self, other):
@@ -270,7 +365,7 @@ T.__floordiv__ = _floordiv
 T.__rfloordiv__ = _rfloordiv
 T.__mod__ = _call("remainder.Tensor")
 T.__rmod__ = _rmod
-T.__pow__ = _call("pow.Tensor_Tensor")
+T.__pow__ = _pow
 T.__rpow__ = _rpow
 T.__neg__ = _call("neg")
 T.__abs__ = _call("abs")

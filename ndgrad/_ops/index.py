@@ -1,8 +1,9 @@
 """Indexing ops: advanced indexing, index_put_, gather/scatter, index_select/add, masks.
 
 Index tensors are never differentiable; they reach the forward as arrays inside the ``key``
-argument. Basic indexing (ints, slices, None, Ellipsis) is the view op ``_index_basic`` in
-``shape.py``; ``Tensor.__getitem__`` (in ``composite.py``) picks one or the other.
+argument. Basic indexing (ints, slices, None, Ellipsis) is a chain of the view ops
+``select.int``, ``slice.Tensor``, ``unsqueeze`` and ``alias``, built as PyTorch builds it by
+``getitem`` in ``composite.py``, which picks basic or advanced indexing.
 """
 
 from __future__ import annotations

@@ -6,11 +6,18 @@ Batch dimensions broadcast in the forward; the engine sums gradients back to eac
 
 from __future__ import annotations
 
+import collections
+import functools
+
 import numpy as np
 
+from .. import _dtype as D
+from .. import return_types
 from .registry import PROMOTE_COMMON as COMMON
-from .registry import defop
+from .._tensor import Tensor
+from .registry import NAMESPACES, defcomposite, defop
 from .samples import nc, sample
+from .shape import cat
 
 
 def _matmul(x, y):
@@ -75,3 +82,672 @@ defop("mm(Tensor self, Tensor mat2) -> Tensor", _mm,
       promote=COMMON,
       samples=lambda rng: [sample("2d", rng.standard_normal((3, 4)), rng.standard_normal((4, 5))),
                            sample("nc", rng.standard_normal((4, 3)).T, nc(rng.standard_normal((4, 2))))])
+
+
+# --- helpers: dtype names, argument checks, LinAlgError ---
+class LinAlgError(RuntimeError):
+    """Raised when a decomposition or inversion fails (a singular or non-PD input)."""
+
+
+LinAlgError.__module__ = "ndgrad.linalg"
+
+
+def _tname(a) -> str:
+    """PyTorch's short type name of an array's dtype (``Float``, ``Long``)."""
+    return D._FROM_NP[a.dtype].legacy[: -len("Tensor")]
+
+
+def _check_float(name: str, a) -> None:
+    if a.dtype.kind not in "fc":
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {_tname(a)}")
+
+
+def _check_square(name: str, a, arg: str = "A") -> None:
+    if a.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor {arg} must have at least 2 dimensions.")
+    if a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"{name}: {arg} must be batches of square matrices, "
+                           f"but they are {a.shape[-2]} by {a.shape[-1]} matrices")
+
+
+def _batch_prefix(a, flat: int) -> str:
+    return f"(Batch element {flat}): " if a.ndim > 2 else ""
+
+
+def _each_matrix(a):
+    """(flat batch index, matrix) for every matrix of a batch."""
+    m = a.reshape((-1,) + a.shape[-2:])
+    return enumerate(m)
+
+
+def _zero_pivot(m) -> int:
+    """1-based index of the first zero pivot of LU with partial pivoting (0 if none), as getrf."""
+    m = m.astype(np.complex128 if m.dtype.kind == "c" else np.float64)
+    for k in range(m.shape[0]):
+        p = k + int(np.argmax(np.abs(m[k:, k])))
+        if m[p, k] == 0:
+            return k + 1
+        m[[k, p]] = m[[p, k]]
+        m[k + 1:, k:] -= np.outer(m[k + 1:, k] / m[k, k], m[k, k:])
+    return 0
+
+
+# --- bmm, addmm, dot, outer ---
+def _same_dtype(a, b, msg: str):
+    if a.dtype != b.dtype:
+        raise RuntimeError(msg.format(_tname(a), _tname(b)))
+
+
+def _bmm(x, y):
+    if x.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if y.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if y.shape[:2] != (x.shape[0], x.shape[2]):
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{x.shape[0]}, {x.shape[2]}] but got: [{y.shape[0]}, {y.shape[1]}].")
+    _same_dtype(x, y, "expected scalar type {} but found {}")
+    return np.matmul(x, y)
+
+
+defop("bmm(Tensor self, Tensor mat2) -> Tensor", _bmm,
+      {"self": lambda grad, mat2: grad.bmm(mat2.mT), "mat2": lambda grad, self: self.mT.bmm(grad)},
+      samples=lambda rng: [
+          sample("3d", rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5))),
+          sample("nc", nc(rng.standard_normal((2, 3, 4))), rng.standard_normal((2, 5, 4)).transpose(0, 2, 1)),
+          sample("empty_batch", rng.standard_normal((0, 3, 4)), rng.standard_normal((0, 4, 2))),
+          sample("int", np.arange(24).reshape(2, 3, 4), np.arange(16).reshape(2, 4, 2))])
+
+
+def _addmm(x, m1, m2, beta, alpha):
+    for arg, m in (("mat1", m1), ("mat2", m2)):
+        if m.ndim != 2:
+            raise RuntimeError(f"{arg} must be a matrix, got {m.ndim}-D tensor")
+    _same_dtype(m1, m2, "mat1 and mat2 must have the same dtype, but got {} and {}")
+    _same_dtype(x, m2, "self and mat2 must have the same dtype, but got {} and {}")
+    prod = _matmul(m1, m2)
+    if x.ndim > 2:
+        raise RuntimeError(f"expand(ndgrad.{D._FROM_NP[x.dtype].legacy}{{{list(x.shape)}}}, size={list(prod.shape)}): "
+                           f"the number of sizes provided (2) must be greater or equal to the number of "
+                           f"dimensions in the tensor ({x.ndim})")
+    try:
+        x = np.broadcast_to(x, prod.shape)
+    except ValueError:
+        d = next(i for i in range(-1, -x.ndim - 1, -1) if x.shape[i] not in (1, prod.shape[i]))
+        raise RuntimeError(
+            f"The expanded size of the tensor ({prod.shape[d]}) must match the existing size ({x.shape[d]}) "
+            f"at non-singleton dimension {d + 2}.  Target sizes: {list(prod.shape)}.  "
+            f"Tensor sizes: {list(x.shape)}") from None
+    if alpha != 1:
+        prod *= alpha
+    if beta == 0:  # NOTE(pytorch): beta=0 ignores self, so nan/inf in it do not propagate
+        return prod
+    return prod + (x if beta == 1 else beta * x)
+
+
+def _scaled(g, s):
+    return g if s == 1 else g * s
+
+
+defop("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", _addmm,
+      {"self": lambda grad, beta: _scaled(grad, beta),
+       "mat1": lambda grad, mat2, alpha: _scaled(grad.mm(mat2.mT), alpha),
+       "mat2": lambda grad, mat1, alpha: _scaled(mat1.mT.mm(grad), alpha)},
+      samples=lambda rng: [
+          sample("2d", rng.standard_normal((3, 5)), rng.standard_normal((3, 4)), rng.standard_normal((4, 5))),
+          sample("bcast", rng.standard_normal((5,)), rng.standard_normal((3, 4)), rng.standard_normal((4, 5))),
+          sample("bcast_col", rng.standard_normal((3, 1)), nc(rng.standard_normal((3, 4))),
+                 rng.standard_normal((5, 4)).T),
+          sample("0d", rng.standard_normal(()), rng.standard_normal((2, 3)), rng.standard_normal((3, 2))),
+          sample("scaled", rng.standard_normal((3, 5)), rng.standard_normal((3, 4)),
+                 rng.standard_normal((4, 5)), beta=0.5, alpha=-2.0),
+          sample("beta0", rng.standard_normal((3, 5)), rng.standard_normal((3, 4)),
+                 rng.standard_normal((4, 5)), beta=0, alpha=2)])
+
+
+def _dot(x, y):
+    if x.ndim != 1 or y.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {x.ndim}D and {y.ndim}D tensors")
+    if x.shape[0] != y.shape[0]:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{x.shape[0]}] and src [{y.shape[0]}] "
+                           f"to have the same number of elements, but got {x.shape[0]} and {y.shape[0]} "
+                           "elements respectively")
+    _same_dtype(x, y, "dot : expected both vectors to have same dtype, but found {} and {}")
+    return np.asarray(np.dot(x, y))
+
+
+defop("dot(Tensor self, Tensor tensor) -> Tensor", _dot,
+      {"self": lambda grad, tensor: grad * tensor, "tensor": lambda grad, self: grad * self},
+      samples=lambda rng: [sample("1d", rng.standard_normal((5,)), rng.standard_normal((5,))),
+                           sample("nc", nc(rng.standard_normal((4,))), rng.standard_normal((4,))),
+                           sample("int", np.arange(4), np.arange(4) + 1)])
+
+
+def _outer(x, y):
+    for arg, v in (("self", x), ("vec2", y)):
+        if v.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {arg}, but got {v.ndim}-D")
+    return np.multiply.outer(x, y)
+
+
+defop("outer(Tensor self, Tensor vec2) -> Tensor", _outer,
+      {"self": lambda grad, vec2: grad.matmul(vec2), "vec2": lambda grad, self: self.matmul(grad)},
+      promote=COMMON, node_name="MulBackward0",
+      samples=lambda rng: [sample("1d", rng.standard_normal((3,)), rng.standard_normal((4,))),
+                           sample("nc", nc(rng.standard_normal((3,))), rng.standard_normal((2,))),
+                           sample("int_float", np.arange(3), rng.standard_normal((2,)))])
+
+
+# --- einsum ---
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _einsum_terms(eq: str, nops: int):
+    """Split an equation into operand terms and the output term (None when implicit)."""
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) > nops:
+        raise RuntimeError("einsum(): fewer operands were provided than specified in the equation")
+    if len(terms) < nops:
+        raise RuntimeError("einsum(): more operands were provided than specified in the equation")
+    pos = 0
+    parsed = []
+    for k, term in enumerate(terms + ([rhs] if arrow else [])):
+        labels, ell, i = [], None, 0
+        who = f"operand {k}" if k < nops else "output"
+        while i < len(term):
+            ch = term[i]
+            if ch == ".":
+                if term[i:i + 3] != "...":
+                    raise RuntimeError(f"einsum(): found '.' for {who} that is not part of any ellipsis")
+                if ell is not None:
+                    raise RuntimeError(f"einsum(): found '.' for {who} for which an ellipsis was already found")
+                ell = len(labels)
+                i += 3
+                continue
+            if ch not in _LETTERS and ch != " ":
+                raise RuntimeError(f"einsum(): invalid subscript given at index {pos + i} in the equation "
+                                   "string, subscripts must be in [a-zA-Z]")
+            if ch != " ":
+                labels.append(ch)
+            i += 1
+        parsed.append((labels, ell))
+        pos += len(term) + (1 if k < len(terms) - 1 else 2)
+    return parsed[:nops], (parsed[nops] if arrow else None)
+
+
+@functools.lru_cache(maxsize=512)
+def _einsum_plan(eq: str, shapes: tuple):
+    """Normalise an equation for these operand shapes: ellipses become fresh letters.
+
+    Returns ``(ins, out, sizes)``: one label string per operand, the output labels and the size of
+    every label after broadcasting."""
+    terms, out_term = _einsum_terms(eq, len(shapes))
+    used = set(eq)
+    fresh = [c for c in _LETTERS if c not in used]
+    n_ell = 0
+    for k, ((labels, ell), shape) in enumerate(zip(terms, shapes, strict=True)):
+        if ell is None and len(labels) != len(shape):
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(labels)}) does not "
+                               f"match the number of dimensions ({len(shape)}) for operand {k} and no "
+                               "ellipsis was given")
+        if ell is not None and len(labels) > len(shape):
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(labels)}) is more "
+                               f"than the number of dimensions ({len(shape)}) for operand {k}")
+        if ell is not None:
+            n_ell = max(n_ell, len(shape) - len(labels))
+    ell_labels = "".join(fresh[:n_ell])
+    ins, sizes = [], {}
+    for k, ((labels, ell), shape) in enumerate(zip(terms, shapes, strict=True)):
+        if ell is not None:
+            d = len(shape) - len(labels)
+            labels = labels[:ell] + list(ell_labels[n_ell - d:]) + labels[ell:]
+        seen = {}
+        for lab, n in zip(labels, shape, strict=True):
+            if lab in seen and seen[lab] != n:
+                raise RuntimeError(f"einsum(): subscript {lab} is repeated for operand {k} but the sizes "
+                                   f"don't match, {n} != {seen[lab]}")
+            seen[lab] = n
+            old = sizes.get(lab, 1)
+            if n != 1 and old != 1 and n != old:
+                if lab in ell_labels:
+                    raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes "
+                                       f"(original->remapped): {list(shape)}")
+                raise RuntimeError(f"einsum(): subscript {lab} has size {n} for operand {k} which does not "
+                                   f"broadcast with previously seen size {old}")
+            sizes[lab] = max(old, n) if n else 0
+        ins.append("".join(labels))
+    if out_term is None:  # implicit output: the ellipsis, then labels seen once, sorted
+        counts = collections.Counter("".join("".join(labels) for labels, _ in terms))
+        out = ell_labels + "".join(sorted(c for c, n in counts.items() if n == 1))
+    else:
+        labels, ell = out_term
+        for lab in labels:
+            if labels.count(lab) > 1:
+                raise RuntimeError(f"einsum(): output subscript {lab} appears more than once in the output")
+            if lab not in sizes:
+                raise RuntimeError(f"einsum(): output subscript {lab} does not appear in the equation for "
+                                   "any input operand")
+        out = "".join(labels if ell is None else labels[:ell] + list(ell_labels) + labels[ell:])
+    return tuple(ins), out, sizes
+
+
+def _einsum(equation, tensors):
+    for t in tensors[1:]:
+        if t.dtype != tensors[0].dtype:
+            raise RuntimeError(f"expected scalar type {_tname(tensors[0])} but found {_tname(t)}")
+    ins, out, _ = _einsum_plan(equation, tuple(t.shape for t in tensors))
+    res = np.einsum(",".join(ins) + "->" + out, *tensors, optimize=len(tensors) > 2)
+    if any(np.may_share_memory(res, t) for t in tensors):  # numpy returns views for 'ii->i', 'ij->ji'
+        res = res.copy()
+    return res
+
+
+def _einsum_backward(grad, equation, tensors, needs):
+    """Each operand's gradient is one more einsum: the other operands and ``grad`` contracted to
+    the operand's labels. A repeated label gets an identity matrix (the gradient lives on the
+    diagonal); a label that nothing else carries at full size gets a vector of ones."""
+    ins, out, sizes = _einsum_plan(equation, tuple(tuple(t.shape) for t in tensors))
+    dt = grad._data.dtype
+    used = set("".join(ins) + out)
+    spare = [c for c in _LETTERS if c not in used]
+    res = []
+    for k, target in enumerate(ins):
+        if not needs[k]:
+            res.append(None)
+            continue
+        terms = [ins[j] for j in range(len(ins)) if j != k] + [out]
+        ops = [tensors[j] for j in range(len(ins)) if j != k] + [grad]
+        shape = tensors[k].shape
+        labels, seen = [], {}
+        for lab, n in zip(target, shape, strict=True):
+            if lab in seen:
+                new = spare.pop(0)
+                terms.append(lab + new)
+                ops.append(Tensor._make(np.eye(n, dtype=dt), None, 0, None))
+                lab = new
+            seen[lab] = n
+            labels.append(lab)
+        for lab in dict.fromkeys(labels):
+            have = max((op.shape[t.index(lab)] for t, op in zip(terms, ops, strict=True) if lab in t), default=0)
+            if have < seen[lab]:
+                terms.append(lab)
+                ops.append(Tensor._make(np.ones(seen[lab], dtype=dt), None, 0, None))
+        res.append(_einsum_op(",".join(terms) + "->" + "".join(labels), ops))
+    return res
+
+
+_einsum_op = defop(
+    "einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor",
+    lambda equation, tensors, path: _einsum(equation, tensors),
+    {"tensors": _einsum_backward}, api=False, method=False, torch="torch.einsum",
+    samples=lambda rng: [
+        sample("mm", "ij,jk->ik", [rng.standard_normal((2, 3)), rng.standard_normal((3, 4))]),
+        sample("implicit", "ij,jk", [rng.standard_normal((2, 3)), nc(rng.standard_normal((3, 4)))]),
+        sample("bmm", "bij,bjk->bik", [rng.standard_normal((2, 2, 3)), rng.standard_normal((2, 3, 2))]),
+        sample("ellipsis_bcast", "...ij,...jk->...ik",
+               [rng.standard_normal((2, 1, 2, 3)), rng.standard_normal((3, 3, 2))]),
+        sample("trace", "ii->", [rng.standard_normal((3, 3))]),
+        sample("diagonal", "ii->i", [rng.standard_normal((3, 3))]),
+        sample("batch_diag", "...ii->...i", [rng.standard_normal((2, 3, 3))]),
+        sample("outer", "i,j->ij", [rng.standard_normal((3,)), rng.standard_normal((4,))]),
+        sample("sum", "ij->", [rng.standard_normal((3, 4))]),
+        sample("row_sum", "ij->i", [rng.standard_normal((3, 4))]),
+        sample("transpose", "ij->ji", [rng.standard_normal((3, 4))]),
+        sample("bilinear", "i,ij,j->", [rng.standard_normal((3,)), rng.standard_normal((3, 4)),
+                                        rng.standard_normal((4,))]),
+        sample("bcast_label", "ij,jk->ik", [rng.standard_normal((2, 1)), rng.standard_normal((3, 4))]),
+        sample("upper_spaces", "B a, a B", [rng.standard_normal((2, 3)), rng.standard_normal((3, 2))]),
+        sample("ellipsis_sum", "i...->i", [rng.standard_normal((2, 3, 2))]),
+        sample("int", "ij,j->i", [np.arange(6).reshape(2, 3), np.arange(3)])]).call
+
+
+def einsum(equation: str, *operands):
+    """einsum(equation, *operands) -> Tensor: sums products of operand elements over the indices
+    the equation names (Einstein summation); operands may also be given as one list.
+
+    >>> import ndgrad
+    >>> ndgrad.einsum("ij,jk->ik", ndgrad.ones(2, 3), ndgrad.ones(3, 2)).tolist()
+    [[3.0, 3.0], [3.0, 3.0]]
+    """
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = operands[0]
+    return _einsum_op(equation, list(operands))
+
+
+NAMESPACES[""]["einsum"] = einsum
+
+
+# --- linalg: inv, det, slogdet, solve ---
+def _spd(rng, shape):
+    """A well-conditioned matrix (or batch): random plus n times the identity."""
+    n = shape[-1]
+    return rng.standard_normal(shape) + n * np.eye(n)
+
+
+def _square_samples(rng):
+    return [sample("2d", _spd(rng, (3, 3))),
+            sample("batched", _spd(rng, (2, 3, 3))),
+            sample("nc", nc(_spd(rng, (3, 3)))),
+            sample("T", _spd(rng, (4, 4)).T),
+            sample("1x1", _spd(rng, (1, 1))),
+            sample("empty_batch", np.zeros((0, 2, 2)))]
+
+
+def _inv(a):
+    _check_square("linalg.inv", a)
+    _check_float("linalg.inv", a)
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        for b, m in _each_matrix(a):
+            k = _zero_pivot(m)
+            if k:
+                raise LinAlgError(f"linalg.inv: {_batch_prefix(a, b)}The diagonal element {k} is zero, the "
+                                  "inversion could not be completed because the input matrix is singular.") from None
+        raise
+
+
+_inv_op = defop("linalg_inv(Tensor A) -> Tensor", _inv,
+                {"A": lambda grad, result: -(result.mT @ grad @ result.mT)},
+                api="linalg.inv", method=False, node_name="LinalgInvExBackward0",
+                samples=_square_samples).call
+
+
+def _det(a):
+    _check_square("linalg.det", a)
+    _check_float("linalg.det", a)
+    return np.asarray(np.linalg.det(a))
+
+
+# d det(A) = det(A) tr(A^-1 dA): the gradient is grad * det(A) * A^-T (A invertible).
+_det_op = defop("linalg_det(Tensor A) -> Tensor", _det,
+                {"A": lambda grad, A, result: (grad * result)[..., None, None] * _inv_op(A).mT},
+                api="linalg.det", method=False, node_name="LinalgDetBackward0",
+                samples=_square_samples).call
+
+slogdet_result = return_types._structseq("linalg_slogdet", ("sign", "logabsdet"))
+return_types.linalg_slogdet = slogdet_result
+
+
+def _slogdet(a):
+    _check_square("linalg.slogdet", a)
+    _check_float("linalg.slogdet", a)
+    sign, logabsdet = np.linalg.slogdet(a)
+    return np.asarray(sign), np.asarray(logabsdet)
+
+
+# The sign is piecewise constant: only logabsdet carries a gradient, grad * A^-T.
+_slogdet_rec = defop("linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet)", _slogdet,
+                     {"A": lambda grads, A: grads[1][..., None, None] * _inv_op(A).mT},
+                     api="linalg.slogdet", method=False, node_name="LinalgSlogdetBackward0",
+                     samples=_square_samples)
+_slogdet_raw = _slogdet_rec.call
+
+
+def slogdet(A):
+    """linalg.slogdet(A) -> (sign, logabsdet): the sign and the log of the absolute value of the
+    determinant of a square matrix (or batch).
+
+    >>> import ndgrad
+    >>> round(ndgrad.linalg.slogdet(2 * ndgrad.eye(2)).logabsdet.item(), 4)
+    1.3863
+    """
+    return slogdet_result(*_slogdet_raw(A))
+
+
+_slogdet_rec.call = slogdet
+NAMESPACES["linalg"]["slogdet"] = slogdet
+
+# torch.det / torch.inverse and their Tensor methods are linalg.det / linalg.inv.
+defcomposite(lambda input: _det_op(input), name="det", torch="torch.det", samples=_square_samples)
+defcomposite(lambda input: _inv_op(input), name="inverse", torch="torch.inverse",
+             samples=_square_samples)
+
+
+def _solve_is_vector(a, b) -> bool:
+    """NOTE(pytorch): B is a (batch of) vector(s) when 1-D or when its shape is A's minus the last dim."""
+    return b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+
+
+def _solve(a, b, left):
+    _check_float("linalg.solve", a)
+    _check_square("linalg.solve", a)
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
+                           f"{_tname(a)} and B of type {_tname(b)} instead")
+    vec = left and _solve_is_vector(a, b)
+    bm = b[..., None] if vec else b
+    n = a.shape[-1]
+    if bm.ndim < 2 or (bm.shape[-2] if left else bm.shape[-1]) != n:
+        rows, cols = (bm.shape[-2], bm.shape[-1]) if bm.ndim >= 2 else (b.shape[-1], 1)
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
+                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {rows}x{cols})")
+    try:
+        if left:
+            x = np.linalg.solve(a, bm)
+        else:
+            x = np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(bm, -1, -2)), -1, -2)
+    except np.linalg.LinAlgError:
+        raise LinAlgError("torch.linalg.solve: The solver failed because the input matrix is singular.") from None
+    except ValueError as e:
+        try:  # batch dims that do not broadcast: PyTorch's message
+            np.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
+        except ValueError:
+            sa, sb = a.shape[:-2], bm.shape[:-2]
+            d = max(len(sa), len(sb))
+            sa, sb = (1,) * (d - len(sa)) + sa, (1,) * (d - len(sb)) + sb
+            i = next(i for i in range(d - 1, -1, -1) if sa[i] != sb[i] and 1 not in (sa[i], sb[i]))
+            raise RuntimeError(f"The size of tensor a ({sb[i]}) must match the size of tensor b ({sa[i]}) "
+                               f"at non-singleton dimension {i}") from None
+        raise RuntimeError(str(e)) from None
+    return x[..., 0] if vec else x
+
+
+def _solve_backward(grad, A, left, result, needs):
+    """X = A^-1 B: gB = A^-T grad, gA = -gB X^T (left); XA = B: gB = grad A^-T, gA = -X^T gB."""
+    gB = _solve_op(A.mT, grad, left=left)
+    gA = None
+    if needs[0]:
+        if not left:
+            gA = -(result.mT @ gB)
+        elif _solve_is_vector(A, grad):
+            gA = -(gB[..., :, None] * result[..., None, :])
+        else:
+            gA = -(gB @ result.mT)
+    return gA, (gB if needs[1] else None)
+
+
+_solve_op = defop("linalg_solve(Tensor A, Tensor B, *, bool left=True) -> Tensor", _solve,
+                  {("A", "B"): _solve_backward},
+                  api="linalg.solve", method=False, node_name="LinalgSolveExBackward0",
+                  samples=lambda rng: [
+                      sample("mat", _spd(rng, (3, 3)), rng.standard_normal((3, 2))),
+                      sample("vec", _spd(rng, (3, 3)), rng.standard_normal((3,))),
+                      sample("batched_vec", _spd(rng, (2, 3, 3)), rng.standard_normal((2, 3))),
+                      sample("bcast_vec", _spd(rng, (2, 3, 3)), rng.standard_normal((3,))),
+                      sample("bcast_mat", _spd(rng, (2, 3, 3)), nc(rng.standard_normal((3, 3)))),
+                      sample("bcast_A", _spd(rng, (3, 3)).T, rng.standard_normal((2, 3, 2))),
+                      sample("right", _spd(rng, (3, 3)), rng.standard_normal((2, 3)), left=False),
+                      sample("right_batched", _spd(rng, (2, 3, 3)), rng.standard_normal((4, 3)), left=False)]
+                  ).call
+
+NAMESPACES["linalg"]["LinAlgError"] = LinAlgError
+
+
+# --- linalg: cholesky, qr, svdvals ---
+def _cholesky(a, upper):
+    _check_square("linalg.cholesky", a)
+    _check_float("linalg.cholesky", a)
+    try:
+        L = np.linalg.cholesky(a)  # reads the lower triangle, as PyTorch does
+    except np.linalg.LinAlgError:
+        for b, m in _each_matrix(a):
+            for k in range(1, m.shape[0] + 1):  # error path only: find the failing leading minor
+                try:
+                    np.linalg.cholesky(m[:k, :k])
+                except np.linalg.LinAlgError:
+                    raise LinAlgError(
+                        f"linalg.cholesky: {_batch_prefix(a, b)}The factorization could not be completed "
+                        f"because the input is not positive-definite (the leading minor of order {k} is "
+                        "not positive-definite).") from None
+        raise
+    return np.swapaxes(L, -1, -2).conj() if upper else L
+
+
+def _cholesky_backward(grad, result, upper):
+    """A = L L^T gives L^-1 dA L^-T = P + P^T with P = L^-1 dL lower triangular, so
+    gA = L^-T phi(L^T gL) L^-1, phi = lower triangle with the diagonal halved; symmetrised, as the
+    input is taken to be symmetric."""
+    L, gL = (result.mT, grad.mT) if upper else (result, grad)
+    P = L.mT @ gL
+    P = 0.5 * (P.tril() + P.tril(-1))
+    Linv = _inv_op(L)
+    gA = Linv.mT @ P @ Linv
+    return 0.5 * (gA + gA.mT)
+
+
+def _spd_samples(rng):
+    def spd(shape):
+        b = rng.standard_normal(shape)
+        return b @ np.swapaxes(b, -1, -2) + shape[-1] * np.eye(shape[-1])
+    return [sample("2d", spd((3, 3))), sample("batched", spd((2, 3, 3))),
+            sample("upper", spd((3, 3)), upper=True), sample("nc", nc(spd((3, 3))))]
+
+
+# NOTE(pytorch): the forward reads only the lower triangle while the gradient is the symmetric
+# one (test_ops gradchecks through a symmetrising wrapper), so single-entry finite differences
+# cannot match; tests/ops/test_linalg.py gradchecks cholesky(X X^T + n I) instead.
+defop("linalg_cholesky(Tensor A, *, bool upper=False) -> Tensor", _cholesky,
+      {"A": _cholesky_backward}, api="linalg.cholesky", method=False,
+      node_name="LinalgCholeskyExBackward0", gradcheck=False, samples=_spd_samples)
+
+qr_result = return_types._structseq("linalg_qr", ("Q", "R"))
+return_types.linalg_qr = qr_result
+
+
+def _qr(a, mode):
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' "
+                           "(default), 'r', or 'complete'")
+    if a.ndim < 2:
+        raise RuntimeError("linalg.qr: The input tensor A must have at least 2 dimensions.")
+    _check_float("linalg.qr", a)
+    if mode == "r":
+        return np.zeros((0,), a.dtype), np.linalg.qr(a, mode="r")
+    return np.linalg.qr(a, mode=mode)
+
+
+def _qr_backward(grads, A_shape, mode, Q, R):
+    if mode == "r":
+        raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. "
+                           "Please use linalg.qr(A, mode='reduced') if you are going to differentiate "
+                           "through linalg.qr.")
+    gQ, gR = grads
+    m, n = A_shape[-2], A_shape[-1]
+    if mode == "complete" and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
+    if m >= n:
+        return _qr_tall_backward(gQ, gR, Q, R)
+    # Wide A = [X | Y], R = [U | V], Y = Q V: Q and U come from X alone, V = Q^T Y.
+    U, V, gU, gV = R[..., :m], R[..., m:], gR[..., :m], gR[..., m:]
+    Y = Q @ V
+    gX = _qr_tall_backward(gQ + Y @ gV.mT, gU, Q, U)
+    return cat([gX, Q @ gV], -1)
+
+
+def _qr_tall_backward(gQ, gR, Q, R):
+    """A = QR, Q^T Q = I, R upper: with M = R gR^T - gQ^T Q, gA = (gQ + Q sym(M)) R^-T, where
+    sym(M) copies M's strict lower triangle onto the upper one."""
+    M = R @ gR.mT - gQ.mT @ Q
+    low = M.tril(-1)
+    sym = low + low.mT + (M - M.tril(-1) - M.triu(1))
+    X = gQ + Q @ sym
+    return _solve_op(R, X.mT).mT
+
+
+def _qr_samples(rng):
+    return [sample("tall", rng.standard_normal((4, 3))),
+            sample("square", rng.standard_normal((3, 3))),
+            sample("batched", rng.standard_normal((2, 4, 2))),
+            sample("nc", nc(rng.standard_normal((4, 3)))),
+            sample("wide", rng.standard_normal((2, 4))),
+            sample("complete_square", rng.standard_normal((3, 3)), "complete"),
+            sample("complete_tall", rng.standard_normal((4, 2)), "complete", no_grad=(0,)),
+            sample("r", rng.standard_normal((4, 3)), mode="r", no_grad=(0,))]
+
+
+_qr_rec = defop("linalg_qr(Tensor A, str mode='reduced') -> (Tensor Q, Tensor R)", _qr,
+                {"A": _qr_backward}, api="linalg.qr", method=False, node_name="LinalgQrBackward0",
+                samples=_qr_samples)
+_qr_raw = _qr_rec.call
+
+
+def qr(A, mode: str = "reduced"):
+    """linalg.qr(A, mode='reduced') -> (Q, R): the QR decomposition of a matrix (or batch).
+
+    >>> import ndgrad
+    >>> Q, R = ndgrad.linalg.qr(ndgrad.eye(2))
+    >>> R.abs().tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    return qr_result(*_qr_raw(A, mode))
+
+
+_qr_rec.call = qr
+NAMESPACES["linalg"]["qr"] = qr
+
+
+def _const(a):
+    return Tensor._make(a, None, 0, None)
+
+
+def _svd_backward(grads, U, S, Vh):
+    """Reduced real SVD (Townsend, "Differentiating the singular value decomposition"):
+    gA = U [F o (U^T gU - gU^T U) S + diag(gS) + S F o (V^T gV - gV^T V)] V^T
+         + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T),  F_ij = 1 / (s_j^2 - s_i^2), F_ii = 0.
+    Needs distinct, nonzero singular values."""
+    gU, gS, gVh = grads
+    V, gV = Vh.mT, gVh.mT
+    k = S.shape[-1]
+    eye = _const(np.eye(k, dtype=S._data.dtype))
+    s2 = S * S
+    F = (s2[..., None, :] - s2[..., :, None] + eye).reciprocal() * (1 - eye)
+    J = F * (U.mT @ gU - gU.mT @ U)
+    K = F * (V.mT @ gV - gV.mT @ V)
+    Sm = S[..., None, :]  # right-multiplying by diag(S) scales columns
+    inner = J * Sm + gS.diag_embed() + S[..., :, None] * K
+    gA = U @ inner @ Vh
+    Sinv = S.reciprocal()[..., None, :]
+    gA = gA + (gU - U @ (U.mT @ gU)) * Sinv @ Vh
+    gA = gA + U @ ((Sinv.mT * gV.mT) - (Sinv.mT * gV.mT) @ V @ Vh)
+    return gA
+
+
+# Reduced SVD with a backward for all three outputs: what svdvals' formula differentiates
+# through, so that its double backward works.
+_svd_uv = defop("_linalg_svd(Tensor A) -> (Tensor U, Tensor S, Tensor Vh)",
+                lambda a: np.linalg.svd(a, full_matrices=False),
+                {"A": _svd_backward}, api=False, method=False, node_name="LinalgSvdBackward0").call
+
+
+def _svdvals(a):
+    if a.ndim < 2:
+        raise RuntimeError("linalg.svd: The input tensor A must have at least 2 dimensions.")
+    _check_float("linalg.svd", a)
+    return np.linalg.svd(a, compute_uv=False)
+
+
+def _svdvals_backward(grad, A):
+    """dS_i = u_i^T dA v_i, so gA = U diag(gS) V^T (U, V recomputed, differentiable)."""
+    U, _, Vh = _svd_uv(A)
+    return (U * grad[..., None, :]) @ Vh
+
+
+defop("linalg_svdvals(Tensor A) -> Tensor", _svdvals, {"A": _svdvals_backward},
+      api="linalg.svdvals", method=False, node_name="LinalgSvdBackward0",
+      samples=lambda rng: [sample("tall", rng.standard_normal((4, 3))),
+                           sample("wide", rng.standard_normal((2, 4))),
+                           sample("square", rng.standard_normal((3, 3))),
+                           sample("batched", rng.standard_normal((2, 3, 2))),
+                           sample("nc", nc(rng.standard_normal((3, 4))))])

@@ -7,15 +7,17 @@ engine, never here. Comparisons and logical ops have no formulas (their outputs 
 
 from __future__ import annotations
 
+import cmath
 import math
 
 import numpy as np
 
 from .. import _dtype as D
+from .._tensor import Tensor
+from .registry import OPS, defcomposite, definplace, defop
 from .registry import PROMOTE_COMMON as COMMON
 from .registry import PROMOTE_FLOAT as FLOAT
-from .registry import defop
-from .samples import binary, sample, unary
+from .samples import binary, nc, sample, unary
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -61,6 +63,61 @@ defop("sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", _sub
       promote=COMMON, promote_args=("self", "other"), inplace="sub_",
       samples=binary())
 
+# NOTE(pytorch): ``1 - x`` records rsub.Scalar (RsubBackward1, one edge), not sub.Tensor.
+defop("rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+      lambda x, y, alpha: _sub(y, x, alpha),
+      {"self": lambda grad, alpha: -grad if alpha == 1 else grad * (-alpha),
+       "other": lambda grad: grad},
+      promote=COMMON, promote_args=("self", "other"), api=False, method=False, torch="torch.rsub",
+      samples=binary())
+
+
+def _rsub_scalar(x, other, alpha):
+    if x.dtype.kind not in "fc" or (type(other) is not float and type(other) is not int):
+        other = _py(other)
+        if x.dtype == np.bool_:
+            if type(other) is bool:
+                _sub(x, x, 1)  # raises PyTorch's message for two bools
+            raise RuntimeError(
+                "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+        dt = D.result_type((x, other)).np
+        if dt.kind not in "fc" and isinstance(alpha, float):
+            raise RuntimeError(
+                "For integral input tensors, argument alpha must not be a floating point number.")
+        if dt != x.dtype:
+            x = x.astype(dt)
+    return np.subtract(other, x) if alpha == 1 else np.subtract(other, np.multiply(x, alpha))
+
+
+defop("rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", _rsub_scalar,
+      {"self": lambda grad, alpha: -grad if alpha == 1 else grad * (-alpha)},
+      api=False, method=False, node_name="RsubBackward1", torch="torch.rsub",
+      samples=lambda rng: [sample("one", rng.uniform(-2, 2, (3, 4)), 1),
+                           sample("alpha_nc", nc(rng.uniform(-2, 2, (3, 4))), 2.5, 3),
+                           sample("0d", rng.uniform(-2, 2, ()), -0.5),
+                           sample("int_float", np.array([1, 2, 3]), 1.5),
+                           sample("int", np.array([1, 2, 3], dtype=np.int32), 4, 2)])
+
+
+def rsub(input, other, alpha=1):
+    """``torch.rsub``: ``other - alpha * input``."""
+    if not isinstance(input, Tensor):
+        raise TypeError(
+            f"rsub() received an invalid combination of arguments - got ({type(input).__name__}, "
+            f"{type(other).__name__}), but expected one of:\n"
+            " * (Tensor input, Tensor other, *, Number alpha = 1)\n"
+            " * (Tensor input, Number other, Number alpha = 1)\n")
+    if isinstance(other, Tensor):
+        return OPS["rsub.Tensor"].call(input, other, alpha=alpha)
+    return _rsub_scalar_call(input, _py(other), alpha)
+
+
+_rsub_scalar_call = OPS["rsub.Scalar"].call
+defcomposite(rsub, method=False, samples=lambda rng: [
+    sample("tensor", rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (4,))),
+    sample("scalar_alpha", rng.uniform(-2, 2, (3, 4)), 2, 3)])
+
 defop("mul.Tensor(Tensor self, Tensor other) -> Tensor", "multiply",
       {"self": lambda grad, other: grad * other,
        "other": lambda grad, self: grad * self},
@@ -103,12 +160,9 @@ defop("neg(Tensor self) -> Tensor", "negative", {"self": lambda grad: -grad},
       inplace="neg_", samples=unary())
 
 
-def _pow_exponent_grad(grad, self, exponent, result):
-    # NOTE(pytorch): d/de self**e is 0 where self == 0 and e >= 0 (pow_backward_exponent)
-    mask = (self == 0) & (exponent >= 0)
-    return grad * where(mask, 0.0, result * self.log())
-
-
+# pow has PyTorch's three overloads (PowBackward0/1/2); ``pow`` below picks one by argument type.
+# A Python-number operand is a weak scalar: the forwards apply PyTorch's promotion themselves, as
+# the generated fast path promotes over Tensor parameters only.
 def _pow(x, e):
     try:
         return np.power(x, e)
@@ -116,18 +170,136 @@ def _pow(x, e):
         raise RuntimeError("Integers to negative integer powers are not allowed.") from err
 
 
-defop("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", _pow,
-      {"self": lambda grad, self, exponent:
-           grad * exponent * self ** (exponent - 1) if not isinstance(exponent, (int, float)) or exponent != 0
-           else grad * 0,
-       "exponent": _pow_exponent_grad},
-      promote=COMMON, inplace="pow_",
+def _py(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _pow_tensor_scalar(x, e):
+    if x.dtype.kind not in "fc" or (type(e) is not float and type(e) is not int):
+        e = _py(e)
+        dt = D.result_type((x, e)).np
+        if dt != x.dtype:
+            x = x.astype(dt)
+    return _pow(x, e)
+
+
+def _pow_grad(grad, self, exponent):
+    if exponent == 0:  # NOTE(pytorch): zeros even where self ** -1 is inf (pow_backward)
+        return self * 0
+    return grad * (exponent * self.pow(exponent - 1))
+
+
+_pow_ts_rec = defop("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", _pow_tensor_scalar,
+      {"self": _pow_grad},
+      api=False, method=False, inplace="pow_", torch="torch.pow",
+      samples=lambda rng: [
+          sample("square", rng.uniform(-2, 2, (3, 4)), 2),
+          sample("half_nc", nc(rng.uniform(0.5, 2, (3, 4))), 0.5),
+          sample("neg_0d", rng.uniform(0.5, 2, ()), -1.5),
+          sample("zero", rng.uniform(-2, 2, (5,)), 0),
+          sample("int_half", np.array([1, 4, 9]), 0.5),
+          sample("int_square", np.array([-3, 2, 5]), 2),
+          sample("bool_int", np.array([True, False]), 3)])
+pow_tensor_scalar = _pow_ts_rec.call
+pow_tensor_scalar_ = OPS["pow_"].call
+
+
+def _pow_self_grad(grad, self, exponent):
+    if not isinstance(exponent, Tensor):  # a Python exponent passed to the Tensor overload
+        return _pow_grad(grad, self, exponent)
+    return where(exponent == 0, 0.0, grad * (exponent * self.pow(exponent - 1)))
+
+
+def _pow_exponent_grad(grad, self, exponent, result):
+    # NOTE(pytorch): d/de self**e is 0 where self == 0 and e >= 0 (pow_backward_exponent)
+    mask = (self == 0) & (exponent >= 0)
+    safe = where(mask, 1.0, self)  # log(1) = 0 there, so double backward stays finite
+    return grad * where(mask, 0.0, result * safe.log())
+
+
+pow_tensor_tensor = defop("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", _pow,
+      {"self": _pow_self_grad, "exponent": _pow_exponent_grad},
+      promote=COMMON, api=False, method=False, node_name="PowBackward1", torch="torch.pow",
       samples=lambda rng: [
           sample("tensor_exp", rng.uniform(0.5, 2, (3, 4)), rng.uniform(-2, 2, (3, 4))),
           sample("bcast", rng.uniform(0.5, 2, (3, 4)), rng.uniform(-2, 2, (4,))),
-          sample("scalar2", rng.uniform(-2, 2, (3, 4)), 2),
-          sample("scalar_half", rng.uniform(0.5, 2, (5,)), 0.5),
-          sample("scalar_neg", rng.uniform(0.5, 2, (5,)), -1.5)])
+          sample("0d_exp", rng.uniform(0.5, 2, (3, 4)), np.array(2.0)),
+          sample("int_exp_nc", nc(rng.uniform(-2, 2, (3, 4))), np.array([0, 1, 2, 3])),
+          sample("zero_base", np.array([0.0, 0.0, 1.5]), np.array([1.0, 2.0, 1.0]), no_grad=(0,))]).call
+pow_tensor_tensor_ = definplace(OPS["pow.Tensor_Tensor"], "pow_.Tensor").call
+delattr(Tensor, "pow_.Tensor")  # published under its record name; ``Tensor.pow_`` picks below
+
+
+def _int_pow_scalar_base(s, e):
+    # NOTE(pytorch): an integer scalar base to a negative power gives 0 (or +-1 for a +-1 base)
+    neg = e < 0
+    out = np.power(s, np.where(neg, -e, e))
+    return out if s == 1 or s == -1 else np.where(neg, 0, out).astype(out.dtype, copy=False)
+
+
+def _pow_scalar(s, e):
+    if e.dtype.kind not in "fc" or (type(s) is not float and type(s) is not int):
+        s = _py(s)
+        dt = D.result_type((s, e)).np
+        if dt != e.dtype:
+            e = e.astype(dt)
+        if dt.kind in "iu":
+            return _int_pow_scalar_base(s, e)
+    return np.power(s, e)
+
+
+def _pow_scalar_grad(grad, self, exponent, result):
+    if self == 0:  # log(0) = -inf; NOTE(pytorch): 0 where exponent >= 0 (pow_backward_exponent)
+        return grad * (result * where(exponent >= 0, 0.0, -math.inf))
+    log = cmath.log(self) if isinstance(self, complex) else math.log(self) if self > 0 else math.nan
+    return grad * (result * log)
+
+
+pow_scalar = defop("pow.Scalar(Scalar self, Tensor exponent) -> Tensor", _pow_scalar,
+      {"exponent": _pow_scalar_grad},
+      api=False, method=False, node_name="PowBackward2", torch="torch.pow",
+      samples=lambda rng: [
+          sample("two", 2, rng.uniform(-2, 2, (3, 4))),
+          sample("float_nc", 2.5, nc(rng.uniform(-2, 2, (3, 4)))),
+          sample("0d", 0.5, rng.uniform(-2, 2, ())),
+          sample("zero_base", 0.0, np.array([0.5, 1.0, 2.0])),
+          sample("int_exp", 2, np.array([-1, 0, 3])),
+          sample("float_int_exp", 2.5, np.array([-1, 0, 3]))]).call
+
+
+def pow(input, exponent):
+    """``torch.pow``: ``input ** exponent``; either may be a Python number, not both."""
+    te = type(exponent)
+    if (te is int or te is float) and type(input) is Tensor:  # x ** 2: the common case first
+        return pow_tensor_scalar(input, exponent)
+    if isinstance(exponent, Tensor):
+        if isinstance(input, Tensor):
+            return pow_tensor_tensor(input, exponent)
+        if isinstance(input, (int, float, complex, np.number, np.bool_)):
+            return pow_scalar(_py(input), exponent)
+    elif isinstance(input, Tensor):
+        return pow_tensor_scalar(input, _py(exponent))
+    raise TypeError(
+        f"pow() received an invalid combination of arguments - got ({type(input).__name__}, "
+        f"{type(exponent).__name__}), but expected one of:\n"
+        " * (Tensor input, Tensor exponent, *, Tensor out = None)\n"
+        " * (Number self, Tensor exponent, *, Tensor out = None)\n"
+        " * (Tensor input, Number exponent, *, Tensor out = None)\n")
+
+
+def pow_(self, exponent):
+    """``Tensor.pow_``: ``self ** exponent`` written into ``self``."""
+    if isinstance(exponent, Tensor):
+        return pow_tensor_tensor_(self, exponent)
+    return pow_tensor_scalar_(self, _py(exponent))
+
+
+defcomposite(pow, samples=lambda rng: [
+    sample("tensor_scalar", rng.uniform(0.5, 2, (3, 4)), 2.5),
+    sample("tensor_tensor", rng.uniform(0.5, 2, (3, 4)), rng.uniform(-2, 2, (4,))),
+    sample("scalar_tensor", 2, rng.uniform(-2, 2, (3, 4))),
+    sample("int_scalar", np.array([1, 2, 3]), 2)])
+Tensor.pow_ = Tensor.__ipow__ = pow_
 
 # --- exponentials and logarithms ---
 defop("exp(Tensor self) -> Tensor", "exp", {"self": lambda grad, result: grad * result},

@@ -1,4 +1,4 @@
-"""Shape ops and views: view, expand, squeeze, permute, basic indexing, narrow, select, diagonal,
+"""Shape ops and views: view, expand, squeeze, permute, narrow, select, slice, alias, diagonal,
 unbind/split/chunk (multi-output views), flatten/unflatten, cat/stack, repeat, flip, roll, tril/triu.
 
 A view op's schema says ``Tensor(a) self -> Tensor(a)``: its forward must return a NumPy view
@@ -220,14 +220,7 @@ defop("t(Tensor(a) self) -> Tensor(a)", _t, {"self": lambda grad: grad.t()},
       samples=lambda rng: [sample("2d", rng.standard_normal((3, 4))), sample("1d", rng.standard_normal((3,)))])
 
 
-# --- basic indexing (ints, slices, None, Ellipsis): a view ---
-def _index_basic(x, key):
-    out = x[key]
-    if type(out) is not np.ndarray:  # all ints gives a NumPy scalar: index again for a 0-d view
-        out = x[(key if type(key) is tuple else (key,)) + (Ellipsis,)]
-    return out
-
-
+# --- the inverse of a view's indexing (select, slice, narrow backward) ---
 def _slice_backward(grad, shape, key):
     out = np.zeros(shape, grad.dtype)
     out[key] = grad
@@ -236,14 +229,6 @@ def _slice_backward(grad, shape, key):
 
 slice_backward = defop("_slice_backward(Tensor grad, int[] shape, Any key) -> Tensor", _slice_backward,
                        {"grad": lambda grad, key: grad[key]}, method=False, api=False).call
-
-index_basic = defop("_index_basic(Tensor(a) self, Any key) -> Tensor(a)", _index_basic,
-                    {"self": lambda grad, self_shape, key: slice_backward(grad, self_shape, key)},
-                    method=False, api=False,
-                    samples=lambda rng: [sample("int", rng.standard_normal((3, 4)), 1),
-                                         sample("slice_step", rng.standard_normal((6, 4)), (slice(1, None, 2), slice(None, 3))),
-                                         sample("none_ellipsis", rng.standard_normal((2, 3, 4)), (Ellipsis, None, 1)),
-                                         sample("neg", rng.standard_normal((5,)), slice(-3, None))]).call
 
 
 # --- slices of one dim: narrow, select ---
@@ -293,6 +278,33 @@ defop("select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)",
       samples=lambda rng: [sample("row", rng.standard_normal((3, 4)), 0, 1),
                            sample("neg", nc(rng.standard_normal((3, 4))), -1, -2),
                            sample("1d", rng.standard_normal((4,)), 0, 3)])
+
+
+def _slice_key(shape, dim, start, end, step):
+    if not shape:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+    if step <= 0:
+        raise RuntimeError("slice step must be positive")
+    return _dim_key(_wrap_dim(dim, len(shape)), slice(start, end, step))  # clamps as PyTorch does
+
+
+# What ``x[a:b:c]`` records (one node per sliced dim); no public name in PyTorch either.
+slice_rec = defop(
+    "slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)",
+    lambda x, dim, start, end, step: x[_slice_key(x.shape, dim, start, end, step)],
+    {"self": lambda grad, self_shape, dim, start, end, step:
+        slice_backward(grad, self_shape, _slice_key(self_shape, dim, start, end, step))},
+    api=False, method=False, torch="torch.ops.aten.slice.Tensor",
+    samples=lambda rng: [sample("rows", rng.standard_normal((5, 3)), 0, 1, 4),
+                         sample("step_nc", nc(rng.standard_normal((3, 6))), -1, None, None, 2),
+                         sample("clamp", rng.standard_normal((4,)), 0, -10, 10),
+                         sample("neg", rng.standard_normal((3, 4)), 1, -3, -1)])
+
+# What ``x[...]`` records: a new tensor sharing all of ``self``.
+alias_rec = defop("alias(Tensor(a) self) -> Tensor(a)", lambda x: x.view(), {"self": lambda grad: grad},
+                  api=False, method=False, torch="torch.ops.aten.alias",
+                  samples=lambda rng: [sample("2d", rng.standard_normal((3, 4))),
+                                       sample("0d", rng.standard_normal(()))])
 
 
 # --- diagonals ---

@@ -40,29 +40,41 @@ class _DecoratorContextManager:
         if inspect.isclass(func):
             raise RuntimeError("Decorating classes is not supported.")
         if inspect.isgeneratorfunction(func):
-            @functools.wraps(func)
-            def gen(*args, **kwargs):
-                g = func(*args, **kwargs)
-                with self.clone():
-                    try:
-                        item = next(g)
-                    except StopIteration as e:
-                        return e.value
-                while True:
-                    try:
-                        with self.clone():
-                            sent = yield item
-                        with self.clone():
-                            item = g.send(sent)
-                    except StopIteration as e:
-                        return e.value
-            return gen
+            return self._wrap_generator(func)
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             with self.clone():
                 return func(*args, **kwargs)
         return wrapper
+
+    def _wrap_generator(self, func):
+        """The mode is active only while the generator's own code runs (each resume), never while
+        the consumer holds an item; send(), throw(), close() and the return value pass through."""
+
+        @functools.wraps(func)
+        def gen(*args, **kwargs):
+            inner = func(*args, **kwargs)
+            try:
+                with self.clone():
+                    item = inner.send(None)
+                while True:
+                    try:
+                        sent = yield item
+                    except GeneratorExit:
+                        with self.clone():
+                            inner.close()
+                        raise
+                    except BaseException as exc:
+                        with self.clone():
+                            item = inner.throw(exc)
+                    else:
+                        with self.clone():
+                            item = inner.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+        return gen
 
     def clone(self):
         return self.__class__()
@@ -129,7 +141,8 @@ class set_grad_enabled(_DecoratorContextManager):
 
 
 class inference_mode(_DecoratorContextManager):
-    """Like ``no_grad``, and marks the thread as in inference mode (``mode=False`` is a no-op)."""
+    """Like ``no_grad``, and marks the thread as in inference mode; ``mode=False`` leaves inference
+    mode and enables grad mode."""
 
     def __new__(cls, mode=True):
         if isinstance(mode, bool):
@@ -142,9 +155,10 @@ class inference_mode(_DecoratorContextManager):
 
     def __enter__(self):
         self.prev = (state.grad_enabled, state.inference)
-        if self.mode:
-            state.grad_enabled = False
-            state.inference = True
+        # NOTE(pytorch): entering with mode=False is not a no-op: it leaves inference mode and
+        # turns grad mode on, even inside no_grad
+        state.grad_enabled = not self.mode
+        state.inference = bool(self.mode)
 
     def __exit__(self, *exc):
         state.grad_enabled, state.inference = self.prev

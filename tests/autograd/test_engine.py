@@ -443,16 +443,7 @@ GRAPHS = {
     "sum_dim": lambda T, x, w: x.sum(0),
     "select_slice": lambda T, x, w: x[0] + x[1:2, 1],
 }
-OP_NAME_BUGS = {
-    "pow_tensor": "pow.Tensor_Tensor's node is named PowBackward0; PyTorch names it PowBackward1 "
-                  "(PowBackward0 is pow.Tensor_Scalar): node_name in ndgrad/_ops/pointwise.py",
-    "pow_scalar": "x.pow(2) records pow.Tensor_Tensor (two edges, the second None); PyTorch records "
-                  "pow.Tensor_Scalar (PowBackward0, one edge): ndgrad/_ops/pointwise.py needs that overload",
-    "rsub": "1 - x records SubBackward0 with edges (None, x); PyTorch records RsubBackward1 with one "
-            "edge (rsub.Scalar): _rsub in ndgrad/_ops/composite.py",
-    "select_slice": "basic indexing is one op _index_basic (IndexBasicBackward0); PyTorch records "
-                    "SelectBackward0 / SliceBackward0 per indexed dim: ndgrad/_ops/shape.py",
-}
+OP_NAME_BUGS: dict[str, str] = {}  # case -> why ndgrad's graph differs (strict xfail)
 
 
 @pytest.mark.parametrize("case", [

@@ -30,14 +30,6 @@ BUG_BROADCAST = pytest.mark.xfail(strict=True, reason=(
     "ndgrad/_ops/pointwise.py _add / the mul fast path: NumPy's ValueError 'operands could not be "
     "broadcast together...' escapes; PyTorch raises RuntimeError 'The size of tensor a (3) must "
     "match the size of tensor b (4) at non-singleton dimension 0'"))
-BUG_REQGRAD_METHOD = pytest.mark.xfail(strict=True, reason=(
-    "ndgrad/_tensor.py Tensor.requires_grad_: says 'only Tensors of floating point and complex "
-    "dtype can require gradients'; PyTorch's requires_grad_() says 'only Tensors of floating point "
-    "dtype can require gradients'"))
-BUG_REQGRAD_FACTORY = pytest.mark.xfail(strict=True, reason=(
-    "ndgrad/_factories.py _leaf reuses Tensor.requires_grad_'s lowercase message; PyTorch factories "
-    "(tensor/zeros(..., requires_grad=True)) say 'Only Tensors of floating point and complex dtype "
-    "can require gradients' (capital O)"))
 
 
 def leaf(T, arr, dtype=None):
@@ -106,7 +98,6 @@ def test_autograd_grad_outputs_wrong_shape(ref):
 
 
 # --- dtypes that cannot require grad ---
-@BUG_REQGRAD_METHOD
 def test_requires_grad_on_int_tensor_method(ref):
     ref.raises(
         lambda T: T.tensor([1, 2]).requires_grad_(), RuntimeError,
@@ -114,17 +105,14 @@ def test_requires_grad_on_int_tensor_method(ref):
     )
 
 
-@BUG_REQGRAD_FACTORY
 def test_requires_grad_on_int_tensor_factory(ref):
     ref.raises(lambda T: T.tensor([1], requires_grad=True), RuntimeError, FLOAT_ONLY)
 
 
-@BUG_REQGRAD_FACTORY
 def test_requires_grad_on_bool_tensor_factory(ref):
     ref.raises(lambda T: T.tensor([True], requires_grad=True), RuntimeError, FLOAT_ONLY)
 
 
-@BUG_REQGRAD_FACTORY
 def test_requires_grad_on_int_zeros(ref):
     ref.raises(lambda T: T.zeros(2, dtype=T.int64, requires_grad=True), RuntimeError, FLOAT_ONLY)
 

@@ -251,10 +251,6 @@ def test_inference_mode_false_outside(ref):
     ref.same(f)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ndgrad/autograd/grad_mode.py inference_mode.__enter__: mode=False is treated as a no-op; "
-    "PyTorch's inference_mode(False) leaves inference mode AND turns grad mode on "
-    "(is_grad_enabled() True even inside no_grad/inference_mode)"))
 def test_inference_mode_false_enables_grad(ref):
     def f(T):
         with T.no_grad():
@@ -350,13 +346,8 @@ def test_same_context_object_reused(ref):
 
 
 # --- generators ---
-BUG_GENERATOR = pytest.mark.xfail(strict=True, reason=(
-    "ndgrad/autograd/grad_mode.py _DecoratorContextManager.__call__ (generator branch): the "
-    "`sent = yield item` runs inside `with self.clone()`, so the consumer sees the decorator's mode "
-    "between items; PyTorch applies the mode only while the generator body runs"))
 
 
-@BUG_GENERATOR
 def test_no_grad_decorated_generator(ref):
     def f(T):
         @T.no_grad()
@@ -374,7 +365,6 @@ def test_no_grad_decorated_generator(ref):
     assert ref.same(f) == [(False, True, (False, True, True))] * 3
 
 
-@BUG_GENERATOR
 def test_enable_grad_decorated_generator_send_and_return(ref):
     def f(T):
         @T.enable_grad()

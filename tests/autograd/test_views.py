@@ -379,12 +379,8 @@ def test_view_of_non_leaf_gradient_flows_to_leaf(ref):
     ref.same(f)
 
 
-BUG_NO_BASE = pytest.mark.xfail(strict=True, reason=(
-    "ndgrad/_tensor.py Tensor: no `_base` property (nor `_is_view()`); PyTorch exposes the view's "
-    "base as `t._base` (None for non-views) -- ViewInfo.base already holds it"))
 
 
-@BUG_NO_BASE
 @pytest.mark.parametrize("view", list(VIEWS))
 def test_view_base_attribute(ref, view):
     def f(T):
@@ -397,7 +393,6 @@ def test_view_base_attribute(ref, view):
     ref.same(f)
 
 
-@BUG_NO_BASE
 def test_view_base_of_leaf_and_detach(ref):
     def f(T):
         x = leaf(T, A34)

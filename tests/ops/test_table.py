@@ -40,7 +40,7 @@ def _public(name):
 
 
 def _records(name):
-    return [r for key, r in OPS.items() if key.split(".")[0] in (name, "_" + name) and r.samples]
+    return [r for key, r in OPS.items() if key.split(".")[0] in (name, "_" + name, "linalg_" + name) and r.samples]
 
 
 @pytest.mark.parametrize("name", POINTWISE + REDUCE + LINALG + SHAPE)
@@ -55,11 +55,11 @@ def test_listed_inplace_method(name):
 
 
 def test_indexing_records():
-    for key in ("_index_basic", "_index", "_index_put"):
+    for key in ("__getitem__", "slice.Tensor", "select.int", "alias", "_index", "_index_put"):
         assert OPS[key].samples, key
 
 
 def test_table_size():
     # Update deliberately when adding or removing ops: a drop here means an op fell out.
     with_samples = sum(1 for r in OPS.values() if r.samples)
-    assert with_samples >= 150, with_samples
+    assert with_samples == 168, with_samples
