@@ -38,13 +38,16 @@ class ViewInfo:
     steps that replay it (on the base, or on the base's gradient in CopySlices).
     ``version`` is the version counter value when the view's ``grad_fn`` was last set."""
 
-    __slots__ = ("base", "chain", "version", "multi")
+    __slots__ = ("base", "chain", "version", "creation")
 
-    def __init__(self, base, chain, version, multi):
+    # How the view was made (PyTorch's CreationMeta): these two forbid in-place changes with grad.
+    DEFAULT, MULTI_OUTPUT, NO_GRAD = 0, 1, 2
+
+    def __init__(self, base, chain, version, creation):
         self.base = base
         self.chain = chain
         self.version = version
-        self.multi = multi  # output of an op returning several views (unbind, split)
+        self.creation = creation
 
     def replay(self, t):
         for rec, params, idx in self.chain:
@@ -511,7 +514,7 @@ def refresh_view(t) -> None:
         return
     info.version = vc[0]
     base = info.base
-    if base._rg:
+    if base._rg and info.creation != ViewInfo.NO_GRAD:
         prev = _grad_state.grad_enabled
         _grad_state.grad_enabled = True
         try:

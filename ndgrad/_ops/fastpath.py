@@ -88,7 +88,9 @@ def public(rec, dispatch, scalar_saved):
         if rec.promote == 2:
             L += ["    if dt not in _FLOATY:", f"        {slow}"]
     fargs = [f"x{i}" if i in rec.tensor_pos else params[i].name for i in range(len(params))]
-    L += [f"    out = _fwd({', '.join(fargs)})", "    if type(out) is not _nd:", "        out = _asarray(out)",
+    # NumPy's errors (shapes that do not broadcast) are reworded by the reference path.
+    L += ["    try:", f"        out = _fwd({', '.join(fargs)})", "    except ValueError:", f"        {slow}",
+          "    if type(out) is not _nd:", "        out = _asarray(out)",
           "    t = _new(_T)", "    t._data = out", "    t._rg = False", "    t._grad_fn = None",
           "    t._output_nr = 0", "    t._vc = None", "    t._view = None", "    t._meta = None"]
     if rec.node_cls is not None:

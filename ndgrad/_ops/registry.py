@@ -527,7 +527,11 @@ def dispatch(rec: OpRecord, args: tuple):
     xs, rg = _unwrap(rec, args)
     if rec.promote:
         _promote(rec, args, xs)
-    out = rec.fwd(*xs)
+    try:
+        out = rec.fwd(*xs)
+    except ValueError:
+        _check_broadcast(rec, xs)
+        raise
     if rec.multi_out:
         outs = tuple(_make(o if type(o) is _ndarray else _asarray(o), None, 0, None) for o in out)
         if rg and rec.node_cls is not None and _gs.grad_enabled:
@@ -539,6 +543,27 @@ def dispatch(rec: OpRecord, args: tuple):
     if rg and rec.node_cls is not None and _gs.grad_enabled and out.dtype.kind in "fc":
         _record(rec, args, (t,))
     return t
+
+
+def _check_broadcast(rec, xs) -> None:
+    """Raise PyTorch's error when the tensor arguments' shapes do not broadcast together."""
+    shape = None
+    for i in rec.tensor_pos:
+        a = xs[i]
+        if type(a) is not _ndarray:
+            continue
+        if shape is None:
+            shape = a.shape
+            continue
+        n = max(len(shape), a.ndim)
+        s1, s2 = (1,) * (n - len(shape)) + shape, (1,) * (n - a.ndim) + a.shape
+        for d in range(n - 1, -1, -1):
+            if s1[d] != s2[d] and s1[d] != 1 and s2[d] != 1:
+                raise RuntimeError(
+                    f"The size of tensor a ({s1[d]}) must match the size of tensor b ({s2[d]}) at "
+                    f"non-singleton dimension {d}"
+                )
+        shape = tuple(max(x, y) if x != 1 else y for x, y in zip(s1, s2))
 
 
 def _run(rec, args):
@@ -642,6 +667,9 @@ def _record(rec, args, outs) -> None:
 
 
 # --- views ---
+_DEFAULT, _MULTI, _NO_GRAD = ViewInfo.DEFAULT, ViewInfo.MULTI_OUTPUT, ViewInfo.NO_GRAD
+
+
 def _run_view(rec, args):
     xs, rg = _unwrap(rec, args)
     out = rec.fwd(*xs)
@@ -650,18 +678,26 @@ def _run_view(rec, args):
     if vc is None:
         vc = self._vc = [0]
     info = self._view
-    base, chain, multi = (self, (), False) if info is None else (info.base, info.chain, info.multi)
+    base, chain, creation = (self, (), _DEFAULT) if info is None else (info.base, info.chain, info.creation)
     params = args[1:]
+    recording = rg and _gs.grad_enabled
+    if rg and not recording:
+        creation = _NO_GRAD  # a view of a tensor requiring grad stays one (a leaf, no grad_fn)
     if rec.multi_out:
         outs = tuple(_make(o, None, 0, vc) for o in out)
         for i, o in enumerate(outs):
-            o._view = ViewInfo(base, chain + ((rec, params, i),), vc[0], True)
+            o._view = ViewInfo(base, chain + ((rec, params, i),), vc[0],
+                               _MULTI if creation == _DEFAULT else creation)
     else:
         t = _make(out, None, 0, vc)
-        t._view = ViewInfo(base, chain + ((rec, params, None),), vc[0], multi)
+        t._view = ViewInfo(base, chain + ((rec, params, None),), vc[0], creation)
         outs = (t,)
-    if rg and _gs.grad_enabled:
+    if recording:
         _record(rec, args, outs)
+    elif rg:
+        for o in outs:
+            if o._data.dtype.kind in "fc":
+                o._rg = True
     return outs if rec.multi_out else outs[0]
 
 
@@ -678,7 +714,15 @@ def _run_inplace(rec, args):
         refresh_view(self)
     grad_on = _gs.grad_enabled
     if grad_on:
-        if info is not None and info.multi and self._rg:
+        if info is not None and info.creation == _NO_GRAD and self._rg:
+            raise RuntimeError(
+                "A view was created in no_grad mode and is being modified inplace with grad mode "
+                "enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You "
+                "can clarify your code by moving both the view and the inplace either both inside the "
+                "no_grad block (if you don't want the inplace to be tracked) or both outside (if you "
+                "want the inplace to be tracked)."
+            )
+        if info is not None and info.creation == _MULTI and self._rg:
             fn = self._grad_fn
             raise RuntimeError(
                 f"Output {info.chain[-1][2] or 0} of {_op_title(fn) if fn else 'a view op'} is a view "
@@ -694,7 +738,11 @@ def _run_inplace(rec, args):
     xs, rg = _unwrap(rec, args)
     if rec.promote:
         _promote(rec, args, xs)
-    res = base_rec.fwd(*xs)
+    try:
+        res = base_rec.fwd(*xs)
+    except ValueError:
+        _check_broadcast(rec, xs)
+        raise
     if type(res) is not _ndarray:
         res = _asarray(res)
     dst = self._data
@@ -756,7 +804,7 @@ class CopySlices(Node):
 def _copy_slices(view, info, base_rec, fn) -> None:
     base = info.base
     cs = _new(CopySlices)
-    cs.view = ViewInfo(None, info.chain, 0, False)
+    cs.view = ViewInfo(None, info.chain, 0, _DEFAULT)
     cs.fn = fn
     cs.next_edges = (gradient_edge(base),) + fn.next_edges[1:]
     cs.sequence_nr = fn.sequence_nr

@@ -26,11 +26,6 @@ ANOMALY_HINT = (
 FLOAT_ONLY = "Only Tensors of floating point and complex dtype can require gradients"
 
 # Known ndgrad bugs (strict xfails: they start failing loudly once fixed).
-BUG_BROADCAST = pytest.mark.xfail(strict=True, reason=(
-    "ndgrad/_ops/pointwise.py _add / the mul fast path: NumPy's ValueError 'operands could not be "
-    "broadcast together...' escapes; PyTorch raises RuntimeError 'The size of tensor a (3) must "
-    "match the size of tensor b (4) at non-singleton dimension 0'"))
-
 
 def leaf(T, arr, dtype=None):
     return T.tensor(arr, dtype=dtype or T.float64, requires_grad=True)
@@ -45,7 +40,6 @@ def modified(kind, shape, op, version, expected):
 
 
 # --- shape mismatches ---
-@BUG_BROADCAST
 def test_add_shape_mismatch(ref):
     ref.raises(
         lambda T: T.ones(3) + T.ones(4), RuntimeError,
@@ -53,7 +47,6 @@ def test_add_shape_mismatch(ref):
     )
 
 
-@BUG_BROADCAST
 def test_mul_shape_mismatch_2d(ref):
     ref.raises(
         lambda T: T.ones(2, 3) * T.ones(2, 4), RuntimeError,

@@ -152,11 +152,6 @@ def test_inplace_on_view_of_leaf_under_no_grad(ref):
     ref.same(f)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ndgrad/_ops/registry.py _run_view/_run_inplace: ViewInfo does not record that a view was "
-    "made under no_grad, so a view made under no_grad then modified in place with grad enabled raises 'a view of a leaf Variable "
-    "...'; PyTorch first checks the view's creation mode and raises 'A view was created in no_grad "
-    "mode and is being modified inplace with grad mode enabled. ...'"))
 def test_view_of_leaf_created_in_no_grad_inplace_in_grad_mode_raises(ref):
     def f(T):
         x = leaf(T, A34)
@@ -343,10 +338,6 @@ def test_requires_grad_propagates_through_views(ref, view):
     ref.same(f)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ndgrad/_ops/registry.py _run_view: under no_grad the view of a requires-grad leaf is made "
-    "with requires_grad=False; PyTorch's view keeps requires_grad=True "
-    "(is_leaf True, grad_fn None) since views share the base's autograd identity"))
 def test_views_of_leaf_under_no_grad(ref):
     def f(T):
         x = leaf(T, A34)
