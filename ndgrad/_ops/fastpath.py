@@ -66,27 +66,44 @@ def public(rec, dispatch, scalar_saved):
     sig, names = signature(rec, env)
     slow = f"return _dispatch(_rec, ({', '.join(names)},))"
     scalar_ok = {i for i in rec.promote_pos} if rec.promote else set()
-    L = [f"def {rec.name.replace('.', '_')}({', '.join(sig)}):", "    if _modes:", f"        {slow}"]
-    for i in rec.tensor_pos:
+    L = [f"def {rec.name.replace('.', '_')}({', '.join(sig)}):"]
+    # First the commonest case in few bytecodes: every tensor argument a plain Tensor, no view,
+    # the promoted ones of one dtype. Anything else takes the general checks below.
+    tpos = rec.tensor_pos
+    tens = [i for i in rec.promote_pos if i in tpos] if rec.promote else []
+    cond = " and ".join([f"type({params[i].name}) is _T" for i in tpos]
+                        + [f"{params[i].name}._view is None" for i in tpos])
+    L += [f"    if {cond} and not _modes:"]
+    L += [f"        x{i} = {params[i].name}._data" for i in tpos]
+    L += [f"        tp{i} = _T" for i in tpos if i in scalar_ok]
+    if len(tens) > 1:
+        same = " or ".join(f"x{i}.dtype is not x{tens[0]}.dtype" for i in tens[1:])
+        L += [f"        if {same}:", f"            {slow}"]
+    if rec.promote == 2:
+        L += [f"        if x{tens[0]}.dtype not in _FLOATY:", f"            {slow}"]
+    L += ["    else:"]
+    G = ["if _modes:", f"    {slow}"]
+    for i in tpos:
         p = params[i].name
-        L += [f"    tp{i} = type({p})", f"    if tp{i} is _T:", f"        x{i} = {p}._data",
-              f"        if {p}._view is not None:", f"            _refresh({p})"]
+        G += [f"tp{i} = type({p})", f"if tp{i} is _T:", f"    x{i} = {p}._data",
+              f"    if {p}._view is not None:", f"        _refresh({p})"]
         if i in scalar_ok:
-            L += [f"    elif tp{i} is float or tp{i} is int:", f"        x{i} = {p}"]
-        L += ["    else:", f"        {slow}"]
+            G += [f"elif tp{i} is float or tp{i} is int:", f"    x{i} = {p}"]
+        G += ["else:", f"    {slow}"]
     if rec.promote:
         tens = [i for i in rec.promote_pos]
-        L.append("    dt = None")
+        G.append("dt = None")
         for i in tens:
-            L += [f"    if tp{i} is _T:", "        if dt is None:", f"            dt = x{i}.dtype",
-                  f"        elif x{i}.dtype is not dt:", f"            {slow}"]
-        L += ["    if dt is None:", f"        {slow}"]
+            G += [f"if tp{i} is _T:", "    if dt is None:", f"        dt = x{i}.dtype",
+                  f"    elif x{i}.dtype is not dt:", f"        {slow}"]
+        G += ["if dt is None:", f"    {slow}"]
         for i in tens:
             if i in scalar_ok:
-                L += [f"    if tp{i} is float and dt not in _FLOATY or tp{i} is int and dt is _BOOL:",
-                      f"        {slow}"]
+                G += [f"if tp{i} is float and dt not in _FLOATY or tp{i} is int and dt is _BOOL:",
+                      f"    {slow}"]
         if rec.promote == 2:
-            L += ["    if dt not in _FLOATY:", f"        {slow}"]
+            G += ["if dt not in _FLOATY:", f"    {slow}"]
+    L += ["        " + g for g in G]
     fargs = [f"x{i}" if i in rec.tensor_pos else params[i].name for i in range(len(params))]
     # NumPy's errors (shapes that do not broadcast) are reworded by the reference path.
     L += ["    try:", f"        out = _fwd({', '.join(fargs)})", "    except ValueError:", f"        {slow}",
