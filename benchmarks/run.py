@@ -30,7 +30,8 @@ if str(ROOT) not in sys.path:
 import ndgrad  # noqa: E402
 
 DTYPE = np.float32  # both frameworks' default dtype
-RTOL, ATOL = 1e-3, 1e-5  # float32 through ~2000 ops (tanh differs by ulps between libraries)
+RTOL, ATOL = 5e-3, 1e-5  # float32 through ~2000 ops (tanh differs by ulps between libraries;
+# PyTorch builds with vectorised tanh drift up to ~1e-3 from NumPy on the 16-element chain)
 
 
 # --- contenders ---
