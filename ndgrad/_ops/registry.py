@@ -524,14 +524,7 @@ def dispatch(rec: OpRecord, args: tuple):
         return _modes[-1].dispatch(rec, args, _run)
     if rec.kind != "plain":
         return _SPECIAL[rec.kind](rec, args)
-    xs, rg = _unwrap(rec, args)
-    if rec.promote:
-        _promote(rec, args, xs)
-    try:
-        out = rec.fwd(*xs)
-    except ValueError:
-        _check_broadcast(rec, xs)
-        raise
+    out, rg = _forward(rec, rec.fwd, args)
     if rec.multi_out:
         outs = tuple(_make(o if type(o) is _ndarray else _asarray(o), None, 0, None) for o in out)
         if rg and rec.node_cls is not None and _gs.grad_enabled:
@@ -543,6 +536,18 @@ def dispatch(rec: OpRecord, args: tuple):
     if rg and rec.node_cls is not None and _gs.grad_enabled and out.dtype.kind in "fc":
         _record(rec, args, (t,))
     return t
+
+
+def _forward(rec, fwd, args):
+    """Unwrap, promote and run the forward on arrays; returns (result, any input requires grad)."""
+    xs, rg = _unwrap(rec, args)
+    if rec.promote:
+        _promote(rec, args, xs)
+    try:
+        return fwd(*xs), rg
+    except ValueError:
+        _check_broadcast(rec, xs)
+        raise
 
 
 def _check_broadcast(rec, xs) -> None:
@@ -735,14 +740,7 @@ def _run_inplace(rec, args):
         if info is not None and info.base._rg and info.base._grad_fn is None:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     base_rec = rec.outplace
-    xs, rg = _unwrap(rec, args)
-    if rec.promote:
-        _promote(rec, args, xs)
-    try:
-        res = base_rec.fwd(*xs)
-    except ValueError:
-        _check_broadcast(rec, xs)
-        raise
+    res, rg = _forward(rec, base_rec.fwd, args)
     if type(res) is not _ndarray:
         res = _asarray(res)
     dst = self._data
