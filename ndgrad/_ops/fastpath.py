@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _backend
 from .._tensor import Tensor, grad_accumulator, refresh_view
-from ..autograd.graph import SECOND_BACKWARD_MSG, _seq, save_input, save_output
+from ..autograd.graph import SECOND_BACKWARD_MSG, _seq, hooks_in_use, save_input, save_output
 from ..autograd.grad_mode import state as _gs
 
 T_TENSOR = 1
@@ -29,7 +29,7 @@ def _env(rec):
         "_rec": rec, "_T": Tensor, "_new": object.__new__, "_nd": np.ndarray, "_asarray": np.asarray,
         "_refresh": refresh_view, "_acc": grad_accumulator, "_seq": _seq_next, "_gs": _gs,
         "_si": save_input, "_so": save_output, "_cpu": _backend.cpu, "_FLOATY": _FLOATY,
-        "_BOOL": _BOOL, "_fwd": rec.fwd, "_Node": rec.node_cls, "_MSG": SECOND_BACKWARD_MSG,
+        "_BOOL": _BOOL, "_HU": hooks_in_use, "_fwd": rec.fwd, "_Node": rec.node_cls, "_MSG": SECOND_BACKWARD_MSG,
     }
 
 
@@ -169,7 +169,7 @@ def public(rec, dispatch, scalar_saved):
 
 def _save_expr(p: str) -> str:
     """``save_input(p)`` with the common case (version 0: saved as itself) inlined."""
-    return f"{p} if {p}._vc is None else _si({p})"
+    return f"{p} if {p}._vc is None and not _HU else _si({p})"
 
 
 def _unpack_expr(k: str) -> str:

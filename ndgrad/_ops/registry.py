@@ -20,7 +20,7 @@ import numpy as np
 from .. import _backend
 from .. import _dtype as D
 from .._tensor import Tensor, ViewInfo, gradient_edge, refresh_view
-from ..autograd.graph import SECOND_BACKWARD_MSG, Node, next_sequence_nr, save_input, save_output
+from ..autograd.graph import SECOND_BACKWARD_MSG, Node, RawSaved, next_sequence_nr, save_input, save_output
 from ..autograd.grad_mode import state as _gs
 from . import fastpath
 
@@ -338,7 +338,7 @@ def _build_backward(rec: OpRecord, vjp: dict | None, node_name: str) -> None:
     for k, (kind, pos) in enumerate(saved):
         nm = pnames[pos] if kind == "in" else rec.out_names[pos]
         setattr(cls, "_saved_" + nm, property(lambda self, k=k: self._unpack_one(k)))
-        setattr(cls, "_raw_saved_" + nm, property(lambda self, k=k: self._saved[k] if self._saved else None))
+        setattr(cls, "_raw_saved_" + nm, property(lambda self, k=k: RawSaved(self, k)))
     for k, (kind, pos) in enumerate(args):
         nm = pnames[pos] + ("" if kind == "raw" else "_sym_sizes" if kind == "shape" else "_dtype")
         setattr(cls, "_saved_" + nm, property(lambda self, k=k: self._args[k]))

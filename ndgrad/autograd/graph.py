@@ -261,6 +261,8 @@ _new = object.__new__
 
 def save_input(t):
     """Save an input tensor: itself at version 0, else a ``SavedTensor`` with its version."""
+    if hooks_in_use and _hooks.stack:
+        return _pack(t, None, 0)
     vc = t._vc
     if vc is None or not vc[0]:
         return t
@@ -275,6 +277,8 @@ def save_input(t):
 
 def save_output(t, output_nr: int) -> SavedTensor:
     """Save an output without a reference to it (so its node is not kept in a cycle)."""
+    if hooks_in_use and _hooks.stack:
+        return _pack(t, True, output_nr)
     s = _new(SavedTensor)
     vc = t._vc
     if vc is None:
@@ -302,3 +306,158 @@ def _modified_msg(shape, legacy, grad_fn, output_nr, now, expected) -> str:
         f"version {expected} instead. Hint: enable anomaly detection to find the operation that "
         "failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
     )
+
+
+# --- saved-tensor hooks (autograd.graph.saved_tensors_hooks) ---
+class _HookState(threading.local):
+    def __init__(self):
+        self.stack = []  # (pack, unpack) pairs, innermost last
+        self.disabled = None  # the error message while disable_saved_tensors_hooks is active
+
+
+_hooks = _HookState()
+# One entry per active saved_tensors_hooks context in any thread. The generated fast paths
+# read this list (one truthiness check) before storing a saved input as itself.
+hooks_in_use: list = []
+
+
+class PackedSaved:
+    """A value saved through a pack hook: what pack returned, and how to rebuild the tensor.
+
+    It keeps no reference to the saved tensor (the point of offloading); an input keeps the node
+    its gradient flows into (its grad_fn, or a leaf's AccumulateGrad) so that the unpacked tensor
+    has the same gradient edge and double backward reaches the same place.
+    """
+
+    __slots__ = ("packed", "unpack_hook", "grad_fn", "output_nr", "is_output")
+
+    def _unpack_saved(self, node):
+        t = self.unpack_hook(self.packed)
+        if not isinstance(t, _tensor_cls):
+            raise TypeError(
+                "Output of saved tensor unpack_hook expected to be a Tensor but got result of type "
+                f"{type(t).__name__}"
+            )
+        if self.is_output:
+            return _tensor_cls._make(t._data, node, self.output_nr, None)
+        if self.grad_fn is not None:
+            return _tensor_cls._make(t._data, self.grad_fn, self.output_nr, None)
+        return t if not t._rg else t.detach()
+
+
+def _pack(t, is_output, output_nr, hooks=None):
+    pack, unpack = hooks or _hooks.stack[-1]
+    vc = t._vc
+    before = 0 if vc is None else vc[0]
+    packed = pack(t)
+    vc = t._vc
+    if (0 if vc is None else vc[0]) != before:
+        raise RuntimeError(
+            "A saved tensor pack hook is modifying its input in place. Tensors provided as input to "
+            "pack hook cannot be modified by in-place operations as this can lead to unexpected "
+            "side-effects. Please open an issue if you need to perform in-place operations on the "
+            "input to a pack hook."
+        )
+    s = _new(PackedSaved)
+    s.packed = packed
+    s.unpack_hook = unpack
+    s.is_output = bool(is_output)
+    s.output_nr = output_nr if is_output else t._output_nr
+    s.grad_fn = None
+    if not is_output:
+        s.grad_fn = t._grad_fn
+        if s.grad_fn is None and t._rg:  # a leaf: its accumulator exists (the node's edge made it)
+            acc = t._meta.acc if t._meta is not None else None
+            s.grad_fn = acc() if acc is not None else None
+    return s
+
+
+class saved_tensors_hooks:  # noqa: N801 - PyTorch's name
+    """Context manager: every tensor saved for backward inside goes through ``pack_hook``, and
+    ``unpack_hook`` rebuilds it when backward (or ``grad_fn._saved_*``) needs it. Nestable;
+    the innermost pair wins. Thread-local, like grad mode."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self):
+        if _hooks.disabled is not None:
+            raise RuntimeError(_hooks.disabled)
+        _hooks.stack.append((self.pack_hook, self.unpack_hook))
+        hooks_in_use.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _hooks.stack.pop()
+        hooks_in_use.remove(self)
+        return False
+
+
+class disable_saved_tensors_hooks:  # noqa: N801 - PyTorch's name
+    """Context manager: entering ``saved_tensors_hooks`` inside raises ``error_message``."""
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        self.prev = _hooks.disabled
+        _hooks.disabled = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        _hooks.disabled = self.prev
+        return False
+
+
+class save_on_cpu(saved_tensors_hooks):  # noqa: N801 - PyTorch's name
+    """Saved tensors are kept on the CPU and moved back to their device on unpack.
+
+    On the CPU this is a pass-through; ``pin_memory`` matters only with a device."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        def pack(t):
+            return (t.device, t.to("cpu"))
+
+        def unpack(packed):
+            device, t = packed
+            return t.to(device)
+
+        super().__init__(pack, unpack)
+
+
+class RawSaved:
+    """``grad_fn._raw_saved_<name>``: one saved value of a node, to which hooks can be attached."""
+
+    __slots__ = ("node", "index")
+
+    def __init__(self, node, index):
+        self.node = node
+        self.index = index
+
+    def register_hooks(self, pack_hook, unpack_hook) -> None:
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("register_hooks(): incompatible function arguments: pack_hook and "
+                            "unpack_hook must be callables")
+        saved = self.node._saved
+        if saved is None:
+            raise RuntimeError(
+                "Calling register_hooks on a saved tensor after it has been freed. Saved intermediate "
+                "values of the graph are freed when you call .backward() or autograd.grad(). Specify "
+                "retain_graph=True if you need to backward through the graph a second time or if you "
+                "need to access saved variables after calling backward."
+            )
+        s = saved[self.index]
+        if type(s) is PackedSaved:
+            raise RuntimeError(
+                "Calling register_hooks on a saved tensor whose hooks have already been set. Hint: "
+                "only one pair of hooks is allowed at a time."
+            )
+        if s is None:
+            raise RuntimeError("Calling register_hooks on a saved tensor with value None is forbidden")
+        t = s._unpack_saved(self.node)
+        is_output = type(s) is SavedTensor and s.tensor is None
+        packed = _pack(t, is_output, s.output_nr if is_output else 0, (pack_hook, unpack_hook))
+        saved = list(saved)
+        saved[self.index] = packed
+        self.node._saved = tuple(saved)
