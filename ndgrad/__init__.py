@@ -28,6 +28,7 @@ from .autograd.grad_mode import (  # noqa: F401
 from . import linalg, special  # noqa: F401
 from . import return_types  # noqa: F401
 from . import nn  # noqa: F401
+from . import utils  # noqa: F401
 
 globals().update(_NS[""])
 globals().update(_ALIASES)  # float, double, half, long, int, short, cfloat, cdouble

@@ -195,12 +195,12 @@ class AccumulateGrad(Node):
             meta.grad = grad if old is None else old + grad
         elif old is None:
             d = grad._data
-            if _aliased(d) or grad in _stolen:
+            if _aliased(d) or _is_stolen(grad):
                 meta.grad = _tensor_cls._make(d.copy(), None, 0, None)
             else:
                 # Steal the array: no other .grad can be handed the same tensor (see _stolen).
                 meta.grad = _tensor_cls._make(d, None, 0, None) if grad._rg else grad
-                _stolen.add(grad)
+                _steal(grad)
         else:
             od = old._data
             if od.shape == grad._data.shape and od.dtype == grad._data.dtype and od.flags.writeable:
@@ -215,7 +215,19 @@ _accumulate_lock = threading.RLock()
 
 # Gradients stored as some leaf's .grad: a formula that passes one gradient to several inputs
 # (add) must not let two leaves share one array that later accumulates in place.
-_stolen: weakref.WeakSet = weakref.WeakSet()
+# Keyed by id with a weak reference to check identity: a WeakSet compares its members with
+# ``==``, which for tensors is elementwise.
+_stolen: dict = {}
+
+
+def _is_stolen(t) -> bool:
+    r = _stolen.get(id(t))
+    return r is not None and r() is t
+
+
+def _steal(t) -> None:
+    key = id(t)
+    _stolen[key] = weakref.ref(t, lambda _, key=key: _stolen.pop(key, None))
 
 
 def _aliased(a) -> bool:

@@ -1,0 +1,3 @@
+"""``ndgrad.utils``: activation checkpointing (``utils.checkpoint``) and memory accounting."""
+
+from . import checkpoint, memory  # noqa: F401
