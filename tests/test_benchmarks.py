@@ -44,3 +44,14 @@ def test_check_rejects_a_wrong_gradient():
     cases["ndgrad"].result = lambda out: (real(out)[0], [2 * g for g in real(out)[1]])
     with pytest.raises(SystemExit, match="disagrees"):
         run.check(w, cases)
+
+
+def test_memory_benchmark_small_run(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "ndgrad_bench_memory", RUNNER.with_name("memory.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    text = mod.main(["--blocks", "3", "--width", "64", "--batch", "32", "--out", str(tmp_path / "m.md")])
+    assert "gradients identical in all variants: yes" in text
+    assert "| checkpoint |" in text and "| offload |" in text
