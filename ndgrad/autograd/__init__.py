@@ -32,4 +32,6 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
         globals()[name] = value  # shadows the submodule of the same name (as torch.autograd does)
         return value
+    if name == "functional":  # a submodule that needs tensors, so imported on first use too
+        return importlib.import_module(".functional", __name__)
     raise AttributeError(f"module 'ndgrad.autograd' has no attribute '{name}'")
