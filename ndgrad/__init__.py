@@ -69,3 +69,8 @@ def can_cast(from_, to) -> bool:
     from ._dtype import can_cast as _cc
 
     return _cc(from_, to)
+
+
+from .autograd.anomaly_mode import (  # noqa: E402  (torch has these at top level too)
+    is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled,
+)

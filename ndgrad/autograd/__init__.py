@@ -10,6 +10,9 @@ from __future__ import annotations
 import importlib
 
 from . import graph
+from .anomaly_mode import (
+    detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly,
+)
 from .grad_mode import (
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
     set_grad_enabled,
@@ -19,6 +22,7 @@ from .graph import Node
 __all__ = [
     "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
     "is_grad_enabled", "is_inference_mode_enabled", "graph", "Node", "gradcheck", "gradgradcheck",
+    "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
 ]
 
 _LAZY = {

@@ -9,18 +9,23 @@ from __future__ import annotations
 import threading
 from heapq import heappop, heappush
 
+import numpy as np
+
 from .._tensor import Tensor, gradient_edge, refresh_view
+from . import anomaly_mode as _anomaly
 from .grad_mode import state as _gs
 from .graph import AccumulateGrad, GraphRoot
 
 __all__ = ["run_backward", "queue_callback"]
 
 _make = Tensor._make
+_anomaly_state = _anomaly.state
 
 
 # --- task state ---
 class GraphTask:
-    __slots__ = ("keep_graph", "create_graph", "needed", "captures", "captured", "callbacks", "journal")
+    __slots__ = ("keep_graph", "create_graph", "needed", "captures", "captured", "callbacks", "journal",
+                 "check_nan")
 
     def __init__(self, keep_graph: bool, create_graph: bool):
         self.keep_graph = keep_graph
@@ -30,6 +35,7 @@ class GraphTask:
         self.captured = None
         self.callbacks = []
         self.journal = []  # (meta, grad tensor, copy of its array) to undo .grad on failure
+        self.check_nan = False  # anomaly mode's NaN check (set when anomaly mode is on)
 
 
 _local = threading.local()
@@ -91,7 +97,11 @@ def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unus
     prev = _gs.grad_enabled
     _gs.grad_enabled = create_graph
     try:
-        _execute(task, root, deps)
+        if _anomaly_state.enabled:  # read once per call: the checked loop, or the fast one
+            task.check_nan = _anomaly_state.check_nan
+            _execute_checked(task, root, deps)
+        else:
+            _execute(task, root, deps)
         _gs.grad_enabled = prev
         for cb in task.callbacks:  # callbacks may queue more callbacks
             cb()
@@ -223,6 +233,63 @@ def _execute(task, root, deps) -> None:
                 deps[nxt] = d
             else:
                 push(heap, (-nxt.sequence_nr, nxt))
+
+
+def _execute_checked(task, root, deps) -> None:
+    """The loop under anomaly mode: same order and semantics as ``_execute`` (every node through
+    the heap, every output validated), plus: a failing node warns with its forward traceback
+    (and its parents') before the error propagates, NaN gradients raise, and nodes created while
+    a node runs (create_graph, nested backward) record it as their parent."""
+    keep = task.keep_graph
+    check_nan = task.check_nan
+    journal = task.journal
+    buffers = {root: ()}
+    heap = [(-root.sequence_nr, root)]
+    outer = _anomaly.current_node()
+    try:
+        while heap:
+            node = heappop(heap)[1]
+            grads = buffers.pop(node)
+            _anomaly.set_current_node(node)
+            try:
+                grads = _before_node(task, node, grads)
+                if grads is None:
+                    continue
+                if type(node) is AccumulateGrad:
+                    meta = node.variable._get_meta()
+                    old = meta.grad
+                    journal.append((meta, old, None if old is None else old._data.copy()))
+                outputs = node.apply(grads)
+                if not keep:
+                    node._saved = None
+                edges = node.next_edges
+                outputs = _validate_outputs(node, edges, outputs)
+                extra = node._extra
+                if extra is not None and extra.post_hooks:
+                    outputs = _post_hooks(node, outputs, grads)
+                if check_nan:
+                    for i, g in enumerate(outputs):
+                        if g is not None and np.isnan(g._data).any():
+                            raise _anomaly.nan_error(node, i)
+            except BaseException:
+                _anomaly.report(node)
+                raise
+            for e, g in zip(edges, outputs):
+                if e is None:
+                    continue
+                nxt, nr = e
+                buf = buffers.get(nxt)
+                if buf is None:
+                    buf = buffers[nxt] = [None] * (len(nxt._in_meta) // 3)
+                if g is not None:
+                    old = buf[nr]
+                    buf[nr] = g if old is None else _sum(old, g)
+                d = deps[nxt] - 1
+                deps[nxt] = d
+                if not d:
+                    heappush(heap, (-nxt.sequence_nr, nxt))
+    finally:
+        _anomaly.set_current_node(outer)
 
 
 def _sum(old, g):
