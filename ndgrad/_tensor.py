@@ -40,8 +40,9 @@ class ViewInfo:
 
     __slots__ = ("base", "chain", "version", "creation")
 
-    # How the view was made (PyTorch's CreationMeta): these two forbid in-place changes with grad.
-    DEFAULT, MULTI_OUTPUT, NO_GRAD = 0, 1, 2
+    # How the view was made (PyTorch's CreationMeta): all but DEFAULT forbid in-place changes
+    # with grad. IN_CUSTOM_FUNCTION: returned by a custom Function (or an input returned as-is).
+    DEFAULT, MULTI_OUTPUT, NO_GRAD, IN_CUSTOM_FUNCTION = 0, 1, 2, 3
 
     def __init__(self, base, chain, version, creation):
         self.base = base

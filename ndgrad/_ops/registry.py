@@ -672,7 +672,8 @@ def _record(rec, args, outs) -> None:
 
 
 # --- views ---
-_DEFAULT, _MULTI, _NO_GRAD = ViewInfo.DEFAULT, ViewInfo.MULTI_OUTPUT, ViewInfo.NO_GRAD
+_DEFAULT, _MULTI, _NO_GRAD, _IN_CUSTOM = (
+    ViewInfo.DEFAULT, ViewInfo.MULTI_OUTPUT, ViewInfo.NO_GRAD, ViewInfo.IN_CUSTOM_FUNCTION)
 
 
 def _run_view(rec, args):
@@ -735,6 +736,8 @@ def _run_inplace(rec, args):
                 "multiple views. Such functions do not allow the output views to be modified inplace. "
                 "You should replace the inplace operation by an out-of-place one."
             )
+        if info is not None and info.creation == _IN_CUSTOM and self._rg:
+            _custom_view_error(self)
         if self._rg and self._grad_fn is None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if info is not None and info.base._rg and info.base._grad_fn is None:
@@ -771,7 +774,27 @@ def _run_inplace(rec, args):
 
 def _op_title(node) -> str:
     """``UnbindBackward0`` -> ``Unbind``: how PyTorch names the op behind a node in messages."""
-    return re.sub(r"Backward\d+$", "", node.name())
+    return re.sub(r"Backward\d*$", "", node.name())
+
+
+def _custom_view_error(t):
+    """In-place on a view returned by a custom Function: its backward would be bypassed."""
+    fn = t._grad_fn
+    n_out = sum(1 for k in range(0, len(fn._in_meta), 3) if fn._in_meta[k] is not None)
+    if n_out > 1:
+        raise RuntimeError(
+            f"Output {t._output_nr} of {_op_title(fn)} is a view and is being modified inplace. This "
+            "view is the output of a function that returns multiple views. Such functions do not "
+            "allow the output views to be modified inplace. You should replace the inplace operation "
+            "by an out-of-place one."
+        )
+    raise RuntimeError(
+        f"Output {t._output_nr} of {_op_title(fn)} is a view and is being modified inplace. This "
+        "view was created inside a custom Function (or because an input was returned as-is) and the "
+        "autograd logic to handle view+inplace would override the custom backward associated with "
+        "the custom Function, leading to incorrect gradients. This behavior is forbidden. You can "
+        "fix this by cloning the output of the custom Function."
+    )
 
 
 class CopySlices(Node):

@@ -23,11 +23,12 @@ __all__ = [
     "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
     "is_grad_enabled", "is_inference_mode_enabled", "graph", "Node", "gradcheck", "gradgradcheck",
     "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+    "Function",
 ]
 
 _LAZY = {
     "backward": ".api", "grad": ".api", "gradcheck": ".gradcheck", "gradgradcheck": ".gradcheck",
-    "queue_callback": ".engine",
+    "queue_callback": ".engine", "Function": ".function",
 }
 
 
@@ -36,6 +37,6 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
         globals()[name] = value  # shadows the submodule of the same name (as torch.autograd does)
         return value
-    if name == "functional":  # a submodule that needs tensors, so imported on first use too
-        return importlib.import_module(".functional", __name__)
+    if name in ("functional", "function"):  # submodules that need tensors: imported on first use
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'ndgrad.autograd' has no attribute '{name}'")

@@ -214,7 +214,7 @@ def _execute(task, root, deps) -> None:
                 shape, dtype = meta[k], meta[k + 1]
                 a = g._data
                 if a.shape != shape or a.dtype is not dtype and a.dtype != dtype:
-                    g = _conform(node, edges.index(e), g, shape, dtype)
+                    g = _conform(node, _index_of(outputs, g), g, shape, dtype)
             d = deps[nxt] - 1
             buf = get(nxt)
             if buf is None:
@@ -409,3 +409,8 @@ def _expandable(shape, desired) -> bool:
             return False
     return True
 
+
+
+def _index_of(outputs, g) -> int:
+    """Position of gradient ``g`` among a node's outputs (for error messages only)."""
+    return next(i for i, o in enumerate(outputs) if o is g)
