@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+import threading
 
 import numpy as np
 
@@ -35,9 +36,12 @@ _cpu = _backend.cpu
 _ndarray = np.ndarray
 _asarray = np.asarray
 
-# Dispatch modes (profiler, graph capture, tests that log ops) sit on this stack; the hot path
-# pays one truthiness check of it when none is active.
+# Dispatch modes (profiler, graph capture, forward AD, anomaly mode) sit on this stack; the hot
+# path pays one truthiness check of it when none is active. A mode handles an op by calling
+# ``run``, which hands it to the modes below; which modes a thread is inside is thread-local
+# (``_inside.depth``), so that threads never see each other's mode stack cut short.
 _modes: list = []
+_inside = threading.local()
 
 
 def push_mode(mode) -> None:
@@ -47,6 +51,20 @@ def push_mode(mode) -> None:
 
 def pop_mode():
     return _modes.pop()
+
+
+class below_mode:
+    """Within, ops skip the innermost mode being handled on this thread (for a mode's own
+    computations, which must not come back to it)."""
+
+    __slots__ = ("depth",)
+
+    def __enter__(self):
+        self.depth = getattr(_inside, "depth", 0)
+        _inside.depth = self.depth + 1
+
+    def __exit__(self, *exc):
+        _inside.depth = self.depth
 
 
 # --- schema parsing ---
@@ -521,7 +539,9 @@ def _unwrap(rec, args):
 def dispatch(rec: OpRecord, args: tuple):
     """The one dispatch point: run ``rec`` on ``args`` (a tuple in schema order)."""
     if _modes:
-        return _modes[-1].dispatch(rec, args, _run)
+        n = len(_modes) - getattr(_inside, "depth", 0)
+        if n > 0:
+            return _modes[n - 1].dispatch(rec, args, _run)
     if rec.kind != "plain":
         return _SPECIAL[rec.kind](rec, args)
     out, rg = _forward(rec, rec.fwd, args)
@@ -572,13 +592,13 @@ def _check_broadcast(rec, xs) -> None:
 
 
 def _run(rec, args):
-    """Run without consulting the mode stack (a mode calls this to run the op underneath)."""
-    modes = _modes[:]
-    _modes.clear()
+    """Run ``rec`` under the modes below the one calling this (a mode's ``run``)."""
+    depth = getattr(_inside, "depth", 0)
+    _inside.depth = depth + 1
     try:
         return dispatch(rec, args)
     finally:
-        _modes[:] = modes
+        _inside.depth = depth
 
 
 def _new_node(rec, args, self_override=None):
