@@ -676,6 +676,33 @@ defop("isinf(Tensor self) -> Tensor", "isinf", None, samples=unary())
 defop("isfinite(Tensor self) -> Tensor", "isfinite", None, samples=unary())
 
 
+def _isclose(x, y, rtol, atol, equal_nan):
+    if x.dtype != y.dtype:  # PyTorch compares like with like: no promotion
+        names = {d.np: d.legacy[: -len("Tensor")] for d in D.ALL}
+        raise RuntimeError(f"{names[x.dtype]} did not match {names[y.dtype]}")
+    return np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+def _close_samples(rng):
+    a = rng.uniform(-2, 2, (3, 4))
+    b = a + rng.choice([0.0, 1e-9, 1e-3, np.nan], (3, 4))
+    return [sample("default", a, b), sample("rtol", a, b, rtol=1e-2),
+            sample("equal_nan", np.array([np.nan, 1.0]), np.array([np.nan, 1.0]), equal_nan=True),
+            sample("bcast", a, b[0], atol=1e-2), sample("int", np.array([1, 2]), np.array([1, 3]))]
+
+
+defop("isclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) -> Tensor",
+      _isclose, None, samples=_close_samples)
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    """True when every element of ``input`` is close to ``other`` (see ``isclose``)."""
+    return bool(OPS["isclose"].call(input, other, rtol, atol, equal_nan)._data.all())
+
+
+defcomposite(allclose, gradcheck=False, samples=_close_samples)
+
+
 def _bitwise(f, name):
     def fwd(x, y):
         if np.result_type(x, y).kind not in "biu":

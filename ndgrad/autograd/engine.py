@@ -13,6 +13,7 @@ import numpy as np
 
 from .._tensor import Tensor, gradient_edge, refresh_view
 from . import anomaly_mode as _anomaly
+from . import graph as _graph
 from .grad_mode import state as _gs
 from .graph import AccumulateGrad, GraphRoot
 
@@ -56,6 +57,37 @@ def queue_callback(callback) -> None:
     stack[-1].callbacks.append(callback)
 
 
+# --- re-entrant backward ---
+# A backward called from inside a backward (a custom Function, a hook, reentrant checkpoint)
+# runs nested in the caller's thread. Each level costs Python stack, so every
+# MAX_REENTRANT_DEPTH levels the nested call moves to a fresh thread (with its own recursion
+# budget) and the caller waits: any depth works, as in PyTorch.
+MAX_REENTRANT_DEPTH = 32
+
+
+def _in_fresh_thread(fn, *args):
+    """Run ``fn(*args)`` in a new thread carrying this thread's grad mode and saved-tensor
+    hooks; return its result or raise its exception here."""
+    grad_enabled, inference = _gs.grad_enabled, _gs.inference
+    hooks, hooks_disabled = _graph._hooks.stack[:], _graph._hooks.disabled
+    result = [None, None]
+
+    def body():
+        _gs.grad_enabled, _gs.inference = grad_enabled, inference
+        _graph._hooks.stack[:], _graph._hooks.disabled = hooks, hooks_disabled
+        try:
+            result[0] = fn(*args)
+        except BaseException as e:  # re-raised in the waiting thread
+            result[1] = e
+
+    t = threading.Thread(target=body, name="ndgrad-reentrant-backward")
+    t.start()
+    t.join()
+    if result[1] is not None:
+        raise result[1]
+    return result[0]
+
+
 # --- entry points ---
 def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unused=True, accumulate=True):
     """Run backward from ``roots`` (tensors) seeded with ``grads``.
@@ -63,6 +95,9 @@ def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unus
     ``accumulate=True`` is ``backward()``: leaves (and non-leaf ``inputs``) get ``.grad``.
     ``accumulate=False`` is ``grad()``: returns the gradients of ``inputs``.
     """
+    if len(_task_stack()) >= MAX_REENTRANT_DEPTH:
+        return _in_fresh_thread(run_backward, roots, grads, keep_graph, create_graph, inputs,
+                                allow_unused, accumulate)
     edges = []
     for i, t in enumerate(roots):
         if t._view is not None:
