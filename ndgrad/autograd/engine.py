@@ -449,3 +449,10 @@ def _expandable(shape, desired) -> bool:
 def _index_of(outputs, g) -> int:
     """Position of gradient ``g`` among a node's outputs (for error messages only)."""
     return next(i for i, o in enumerate(outputs) if o is g)
+
+
+def _is_checkpoint_valid() -> bool:
+    """False inside a backward that ``grad()`` or ``backward(inputs=...)`` started: those do not
+    accumulate into every leaf, which reentrant checkpointing's nested backward relies on."""
+    stack = _task_stack()
+    return not stack or (stack[-1].needed is None and stack[-1].captures is None)

@@ -3,8 +3,8 @@
 Non-reentrant form (``use_reentrant=False``), built on saved-tensor hooks: inside the segment
 every value an op saves for backward is replaced by a small handle; the first time backward
 unpacks a handle, the segment runs again under hooks that capture the values as they are
-saved, stopping as soon as all of them exist. Reentrant form: the segment runs under
-``no_grad``; its node recomputes it with grad enabled and runs a nested backward through it.
+saved, stopping as soon as all of them exist. Reentrant form: a custom ``Function`` whose
+backward recomputes the segment with grad enabled and runs a nested backward through it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ import warnings
 from .. import _factories
 from .._tensor import Tensor
 from ..autograd import graph
+from ..autograd.api import backward
+from ..autograd.engine import _is_checkpoint_valid
+from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..autograd.grad_mode import state as _grad_state
 
@@ -92,73 +95,52 @@ def _non_reentrant(fn, args, kwargs, preserve_rng_state):
         return fn(*args, **kwargs)
 
 
-class CheckpointFunctionBackward(graph.Node):
-    """The reentrant form's node: recompute the segment with grad on, backward through it."""
+class CheckpointFunction(Function):
+    """The reentrant form: forward runs the segment without a graph (``Function.forward`` runs
+    under no_grad); backward recomputes it with grad on and runs a nested backward through it.
+    Its node is ``CheckpointFunctionBackward``, as in PyTorch."""
 
-    __slots__ = ("fn", "args", "kwargs", "rng_state", "tensor_pos")
+    @staticmethod
+    def forward(ctx, run_function, preserve_rng_state, *args):
+        ctx.run_function = run_function
+        ctx.rng_state = _factories.get_rng_state() if preserve_rng_state else None
+        ctx.tensor_pos = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+        ctx.inputs = [None if isinstance(a, Tensor) else a for a in args]
+        ctx.save_for_backward(*(args[i] for i in ctx.tensor_pos))  # in-place changes are caught
+        return run_function(*args)
 
-    def apply(self, grads):
-        if self._saved is None:  # released by an earlier backward without retain_graph
-            raise RuntimeError(graph.SECOND_BACKWARD_MSG)
-        args = list(self.args)
+    @staticmethod
+    def backward(ctx, *grads):
+        if not _is_checkpoint_valid():
+            raise RuntimeError(
+                "When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or "
+                "passing an `inputs` parameter to .backward(). To resolve this error, you can either "
+                "set use_reentrant=False, or call .backward() without passing the `inputs` argument.")
+        args = list(ctx.inputs)
         leaves = []
-        for i in self.tensor_pos:
-            a = args[i].detach()
-            a.requires_grad_(self.args[i].requires_grad)
+        for i, t in zip(ctx.tensor_pos, ctx.saved_tensors):
+            a = t.detach()
+            a.requires_grad_(t.requires_grad)
             args[i] = a
             leaves.append(a)
         rng = _factories.get_rng_state()
-        if self.rng_state is not None:
-            _factories.set_rng_state(self.rng_state)
+        if ctx.rng_state is not None:
+            _factories.set_rng_state(ctx.rng_state)
         try:
             with enable_grad():
-                outs = self.fn(*args, **self.kwargs)
+                outs = ctx.run_function(*args)
         finally:
             _factories.set_rng_state(rng)
         outs = outs if isinstance(outs, tuple) else (outs,)
-        pairs = [(o, g) for o, g in zip((o for o in outs if isinstance(o, Tensor)), grads)
-                 if o.requires_grad and g is not None]
+        pairs = [(o, g) for o, g in zip(outs, grads)
+                 if isinstance(o, Tensor) and o.requires_grad and g is not None]
         if not pairs:
             raise RuntimeError(
                 "none of output has requires_grad=True, this checkpoint() is not necessary")
         # A nested backward: the segment's parameters accumulate their .grad here, as in PyTorch.
-        from ..autograd.api import backward
-
         backward([o for o, _ in pairs], [g for _, g in pairs])
-        return tuple(t.grad if t.requires_grad else None for t in leaves)
-
-
-def _reentrant(fn, args, kwargs, preserve_rng_state):
-    from .._tensor import gradient_edge
-
-    tensor_pos = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
-    rng_state = _factories.get_rng_state() if preserve_rng_state else None
-    with no_grad():
-        outs = fn(*args, **kwargs)
-    single = not isinstance(outs, tuple)
-    outs = (outs,) if single else outs
-    if not (_grad_state.grad_enabled and any(args[i].requires_grad for i in tensor_pos)):
-        return outs[0] if single else outs
-    node = object.__new__(CheckpointFunctionBackward)
-    node.fn, node.args, node.kwargs, node.rng_state, node.tensor_pos = fn, args, kwargs, rng_state, tensor_pos
-    node.next_edges = tuple(gradient_edge(args[i]) for i in tensor_pos)
-    node.sequence_nr = graph.next_sequence_nr()
-    node._saved = ()
-    node._extra = None
-    meta = ()
-    result = []
-    nr = 0
-    for o in outs:
-        if isinstance(o, Tensor):
-            if any(o is a for a in args) or o._grad_fn is not None or o._rg:
-                o = o.detach()  # never re-point a caller's tensor at this node
-            meta += (o._data.shape, o._data.dtype, o.device)
-            if o._data.dtype.kind in "fc":
-                o._grad_fn, o._output_nr, o._rg = node, nr, True
-            nr += 1
-        result.append(o)
-    node._in_meta = meta
-    return result[0] if single else tuple(result)
+        return (None, None) + tuple(
+            args[i].grad if isinstance(args[i], Tensor) else None for i in range(len(args)))
 
 
 def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default",
@@ -170,7 +152,10 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
     if use_reentrant:
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
-        return _reentrant(function, args, kwargs, preserve_rng_state)
+        if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
+                          stacklevel=2)
+        return CheckpointFunction.apply(function, preserve_rng_state, *args)
     return _non_reentrant(function, args, kwargs, preserve_rng_state)
 
 

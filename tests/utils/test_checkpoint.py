@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
 
 import numpy as np
@@ -157,3 +158,46 @@ def test_memory_track_sees_array_allocations():
         a = np.ones(1_000_000)  # 8 MB
         del a
     assert m.peak >= 8_000_000 and m.retained < 1_000_000
+
+
+def test_reentrant_is_a_function_and_refuses_grad_and_inputs(ref):
+    def node_name(T):
+        x = T.ones(2, requires_grad=True)
+        cp = importlib.import_module(T.__name__ + ".utils.checkpoint")
+        y = cp.checkpoint(lambda a: (a * 2, a.sum().item()), x, use_reentrant=True)
+        assert y[1] == 2.0
+        return y[0].grad_fn.name()
+
+    assert node_name(ndgrad) == "CheckpointFunctionBackward"
+    msg = ("When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or passing "
+           "an `inputs` parameter to .backward(). To resolve this error, you can either set "
+           "use_reentrant=False, or call .backward() without passing the `inputs` argument.")
+
+    def run(T, how):
+        x = T.ones(2, requires_grad=True)
+        w = T.ones(2, requires_grad=True)
+        cp = importlib.import_module(T.__name__ + ".utils.checkpoint")
+        z = cp.checkpoint(lambda a: a * w, x, use_reentrant=True).sum()
+        if how == "grad":
+            T.autograd.grad(z, x)
+        else:
+            z.backward(inputs=[x])
+
+    for how in ("grad", "inputs"):
+        ref.raises(lambda T: run(T, how), RuntimeError, msg)
+
+
+def test_reentrant_warns_without_inputs_requiring_grad(ref):
+    def f(T):
+        cp = importlib.import_module(T.__name__ + ".utils.checkpoint")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with T.no_grad():
+                cp.checkpoint(lambda a: a * 2, T.ones(2), use_reentrant=True)
+            y = cp.checkpoint(lambda a: a * 2, T.ones(2), use_reentrant=True)
+        assert not y.requires_grad
+        return [str(m.message) for m in w]
+
+    assert f(ndgrad) == ["None of the inputs have requires_grad=True. Gradients will be None"] * 2
+    if ref.torch is not None:
+        assert f(ref.torch) == f(ndgrad)
