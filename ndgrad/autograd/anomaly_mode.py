@@ -152,20 +152,24 @@ class _AnomalyMode:
             view = getattr(t, "_view", None)
             if view is not None and view.base._grad_fn is not None:
                 nodes.append(view.base._grad_fn)  # CopySlices after an in-place op on a view
-        stack = None
-        for fn in nodes:
-            if fn.sequence_nr < start:  # an older node passed through (not made by this op)
-                continue
-            md = fn.metadata
-            if "traceback_" in md:
-                continue
-            if stack is None:
-                stack = _forward_stack()
-            md["traceback_"] = stack
-            parent = getattr(_local, "node", None)
-            if parent is not None:
-                md["parent_"] = parent
+        annotate([fn for fn in nodes if fn.sequence_nr >= start])  # older ones passed through
         return out
+
+
+def annotate(nodes) -> None:
+    """Record the forward traceback (and the node whose backward is running, if any) on each
+    new node; called by the mode for ops and by ``Function.apply`` for custom Functions."""
+    stack = None
+    for fn in nodes:
+        md = fn.metadata
+        if "traceback_" in md:
+            continue
+        if stack is None:
+            stack = _forward_stack()
+        md["traceback_"] = stack
+        parent = getattr(_local, "node", None)
+        if parent is not None:
+            md["parent_"] = parent
 
 
 _MODE = _AnomalyMode()

@@ -17,6 +17,8 @@ import warnings
 import numpy as np
 
 from .._tensor import Tensor, ViewInfo, gradient_edge, refresh_view
+from .anomaly_mode import annotate
+from .anomaly_mode import state as _anomaly
 from .grad_mode import state as _gs
 from .graph import SECOND_BACKWARD_MSG, Node, next_sequence_nr, save_input, save_output
 
@@ -217,6 +219,8 @@ def _apply(cls, new_style, args, kwargs):
     outputs = _wrap_outputs(ctx, args, is_tensor, output if is_tuple else (output,), executable)
     if executable:
         _save(ctx, outputs)
+        if _anomaly.enabled:
+            annotate((ctx,))
     else:
         ctx.__dict__.pop("to_save", None)
     return outputs if is_tuple else outputs[0]

@@ -317,3 +317,43 @@ def test_results_match_plain_engine(ref):
         return x.grad, w.grad, gx, gg
 
     ref.same(f)
+
+
+def test_custom_function_error_shows_forward_and_parent(ref):
+    """A custom Function's node gets a forward traceback too; a failure in a nested backward
+    run from its backward names it as the parent."""
+
+    def f(T):
+        class Inner(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                raise ValueError("inner backward failed")
+
+        class Outer(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x + 1
+
+            @staticmethod
+            def backward(ctx, g):
+                with T.enable_grad():
+                    w = T.ones(2, requires_grad=True)
+                    Inner.apply(w).sum().backward()  # made while Outer's node runs
+                return g
+
+        def run():
+            x = T.ones(2, requires_grad=True)
+            Outer.apply(x).sum().backward()
+
+        return _backward_report(T, run)
+
+    err, msgs = ref.same(f)
+    assert err == ("ValueError", "inner backward failed")
+    assert msgs[0].startswith("Error detected in InnerBackward. Traceback of forward call")
+    assert "Inner.apply(w)" in msgs[0]
+    assert msgs[1].startswith("\n\nPrevious calculation was induced by OuterBackward.")
+    assert msgs[2].startswith("Error detected in OuterBackward.")  # as the error leaves it
