@@ -1,3 +1,6 @@
-"""``ndgrad.nn``: for now only ``nn.functional`` (modules arrive with the nn issue)."""
+"""``ndgrad.nn``: modules, parameters, ``functional``, ``init`` and ``utils``."""
 
 from . import functional  # noqa: F401
+from . import init  # noqa: F401
+from .modules import *  # noqa: F401,F403
+from .parameter import *  # noqa: F401,F403

@@ -1,0 +1,1 @@
+"""Normalization, dropout, embedding and attention ops."""

@@ -1,0 +1,3 @@
+"""Activation modules."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Convolution modules."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Module: parameters, buffers, submodules, state dicts, hooks."""
+
+__all__: list[str] = []

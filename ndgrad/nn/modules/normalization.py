@@ -1,0 +1,3 @@
+"""Normalization modules (BatchNorm, LayerNorm, GroupNorm, RMSNorm)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""MultiheadAttention, TransformerEncoderLayer."""
+
+__all__: list[str] = []

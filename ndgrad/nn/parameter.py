@@ -1,0 +1,3 @@
+"""Parameter and Buffer."""
+
+__all__: list[str] = []
