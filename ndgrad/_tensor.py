@@ -339,6 +339,8 @@ class Tensor:
         return m is not None and m.retains_grad
 
     def retain_grad(self) -> None:
+        if self._view is not None:
+            refresh_view(self)
         if not self._rg:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self._grad_fn is None:
@@ -355,20 +357,26 @@ class Tensor:
                 return
             tm = t._get_meta()
             if tm.grad is None:
-                tm.grad = grad if _grad_state.grad_enabled else Tensor._make(grad._data.copy(), None, 0, None)
+                # NOTE(pytorch): a clone (differentiable under create_graph), never the engine's tensor
+                tm.grad = grad.clone() if _grad_state.grad_enabled else Tensor._make(grad._data.copy(), None, 0, None)
             else:
                 tm.grad = tm.grad + grad
 
         self._grad_fn._get_extra().retains_grad_hooks[self._output_nr] = retain
 
     def register_hook(self, hook):
-        """``hook(grad)`` runs when the gradient for this tensor is computed; may return a new one."""
+        """``hook(grad)`` runs when the gradient for this tensor is computed; may return a new one.
+
+        NOTE(pytorch): the hook belongs to the tensor's current ``grad_fn``: after an in-place op
+        it still sees the gradient of the old value; a hook registered later sees the new one."""
+        if self._view is not None:
+            refresh_view(self)
         if not self._rg:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._grad_fn is not None:
             return self._grad_fn._register_tensor_pre_hook(self._output_nr, hook)
         m = self._get_meta()
-        if m.hooks is None:
+        if m.hooks is None:  # shared with the AccumulateGrad node, whenever that is created
             m.hooks = graph._HookDict()
             acc = m.acc() if m.acc is not None else None
             if acc is not None:
@@ -523,9 +531,24 @@ def refresh_view(t) -> None:
             fresh = info.replay(base)
         finally:
             _grad_state.grad_enabled = prev
+        old_fn, old_nr = t._grad_fn, t._output_nr
         t._grad_fn = fresh._grad_fn
         t._output_nr = fresh._output_nr
         t._rg = fresh._rg
+        if t._meta is not None:
+            move_retains_grad(t, old_fn, old_nr)
+
+
+def move_retains_grad(t, old_fn, old_nr) -> None:
+    """NOTE(pytorch): when an in-place op (or a view's regeneration) gives ``t`` a new grad_fn,
+    its retain_grad hook moves there, so ``.grad`` is the gradient of the new value."""
+    m = t._meta
+    if m is None or not m.retains_grad or old_fn is None or old_fn is t._grad_fn:
+        return
+    extra = old_fn._extra
+    fn = None if extra is None else extra.retains_grad_hooks.pop(old_nr, None)
+    if fn is not None and t._grad_fn is not None:
+        t._grad_fn._get_extra().retains_grad_hooks[t._output_nr] = fn
 
 
 graph._tensor_cls = Tensor

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _backend
 from .. import _dtype as D
-from .._tensor import Tensor, ViewInfo, gradient_edge, refresh_view
+from .._tensor import Tensor, ViewInfo, gradient_edge, move_retains_grad, refresh_view
 from ..autograd.graph import SECOND_BACKWARD_MSG, Node, RawSaved, next_sequence_nr, save_input, save_output
 from ..autograd.grad_mode import state as _gs
 from . import fastpath
@@ -785,10 +785,14 @@ def _run_inplace(rec, args):
     np.copyto(dst, res, casting="unsafe")
     self._bump()
     if recording:
+        old = [(t, t._grad_fn, t._output_nr) for t in ((self,) if info is None else (self, info.base))]
         if info is None:
             _attach(base_rec, node, (self,))
         else:
             _copy_slices(self, info, base_rec, node)
+        for t, fn, nr in old:
+            if t._meta is not None:
+                move_retains_grad(t, fn, nr)  # a retain_grad follows the tensor's new grad_fn
     return self
 
 

@@ -28,7 +28,7 @@ __all__ = [
 
 _LAZY = {
     "backward": ".api", "grad": ".api", "gradcheck": ".gradcheck", "gradgradcheck": ".gradcheck",
-    "queue_callback": ".engine", "_is_checkpoint_valid": ".engine", "Function": ".function",
+    "queue_callback": ".engine", "Variable": ".engine", "_is_checkpoint_valid": ".engine", "Function": ".function",
 }
 
 

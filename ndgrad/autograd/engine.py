@@ -17,7 +17,7 @@ from . import graph as _graph
 from .grad_mode import state as _gs
 from .graph import AccumulateGrad, GraphRoot
 
-__all__ = ["run_backward", "queue_callback"]
+__all__ = ["run_backward", "queue_callback", "will_execute_node", "current_task", "Variable"]
 
 _make = Tensor._make
 _anomaly_state = _anomaly.state
@@ -26,7 +26,7 @@ _anomaly_state = _anomaly.state
 # --- task state ---
 class GraphTask:
     __slots__ = ("keep_graph", "create_graph", "needed", "captures", "captured", "callbacks", "journal",
-                 "check_nan")
+                 "check_nan", "deps", "accumulate", "hook_state")
 
     def __init__(self, keep_graph: bool, create_graph: bool):
         self.keep_graph = keep_graph
@@ -37,6 +37,9 @@ class GraphTask:
         self.callbacks = []
         self.journal = []  # (meta, grad tensor, copy of its array) to undo .grad on failure
         self.check_nan = False  # anomaly mode's NaN check (set when anomaly mode is on)
+        self.deps = None  # node -> pending count: its keys are every node reachable from the roots
+        self.accumulate = True  # False for autograd.grad
+        self.hook_state = None  # per-backward state of multi-grad hooks (graph.register_multi_grad_hook)
 
 
 _local = threading.local()
@@ -47,6 +50,27 @@ def _task_stack() -> list:
     if s is None:
         s = _local.tasks = []
     return s
+
+
+def current_task():
+    """The innermost backward running on this thread, or None (torch._C._current_graph_task_id)."""
+    stack = getattr(_local, "tasks", None)
+    return stack[-1] if stack else None
+
+
+def will_execute_node(node) -> bool:
+    """Whether the current backward runs ``node`` (torch._C._will_engine_execute_node)."""
+    task = current_task()
+    if task is None:
+        raise RuntimeError("_get_should_execute_nodes should only be called during the backward pass")
+    if not task.accumulate and type(node) is AccumulateGrad:
+        raise RuntimeError(
+            "A leaf node was passed to _will_engine_execute_node but we are currently running "
+            "autograd.grad(). This is currently not supported."
+        )
+    if task.needed is None:
+        return node in task.deps
+    return node in task.needed or (task.captures is not None and node in task.captures)
 
 
 def queue_callback(callback) -> None:
@@ -88,6 +112,26 @@ def _in_fresh_thread(fn, *args):
     return result[0]
 
 
+class _ExecutionEngine:
+    """``Variable._execution_engine``: the engine object PyTorch code queues callbacks on."""
+
+    queue_callback = staticmethod(queue_callback)
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """The legacy ``autograd.Variable``: calling it returns the tensor; tensors are instances."""
+
+    _execution_engine = _ExecutionEngine()
+
+    def __new__(cls, data, requires_grad=False):
+        return data.detach().requires_grad_(requires_grad) if requires_grad else data
+
+
 # --- entry points ---
 def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unused=True, accumulate=True):
     """Run backward from ``roots`` (tensors) seeded with ``grads``.
@@ -108,7 +152,8 @@ def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unus
         edges.append(e)
     root = GraphRoot(edges, grads)
     task = GraphTask(keep_graph, create_graph)
-    deps = _count_dependencies(root)
+    task.accumulate = accumulate
+    deps = task.deps = _count_dependencies(root)
     if inputs is not None:
         in_edges = []
         for t in inputs:
@@ -132,22 +177,24 @@ def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unus
     prev = _gs.grad_enabled
     _gs.grad_enabled = create_graph
     try:
-        if _anomaly_state.enabled:  # read once per call: the checked loop, or the fast one
-            task.check_nan = _anomaly_state.check_nan
-            _execute_checked(task, root, deps)
-        else:
-            _execute(task, root, deps)
-        _gs.grad_enabled = prev
-        for cb in task.callbacks:  # callbacks may queue more callbacks
+        try:
+            if _anomaly_state.enabled:  # read once per call: the checked loop, or the fast one
+                task.check_nan = _anomaly_state.check_nan
+                _execute_checked(task, root, deps)
+            else:
+                _execute(task, root, deps)
+        except BaseException:
+            for meta, old, saved in reversed(task.journal):
+                meta.grad = old
+                if saved is not None:
+                    old._data[...] = saved
+            raise
+        # NOTE(pytorch): callbacks run inside the backward (under its grad mode, and may queue
+        # more); one that raises leaves the accumulated .grad in place.
+        for cb in task.callbacks:
             cb()
-    except BaseException:
-        _gs.grad_enabled = prev
-        for meta, old, saved in reversed(task.journal):
-            meta.grad = old
-            if saved is not None:
-                old._data[...] = saved
-        raise
     finally:
+        _gs.grad_enabled = prev
         stack.pop()
     if accumulate and task.captured is not None:
         for t, g in zip(inputs, task.captured, strict=True):
@@ -340,34 +387,57 @@ def _sum(old, g):
 
 # --- one node ---
 def _before_node(task, node, grads):
-    """Tensor pre-hooks, retains-grad hooks, captures for grad(), node pre-hooks.
+    """NOTE(pytorch): the order of PyTorch's "Backward Hooks execution" notes: tensor pre-hooks,
+    then retains-grad hooks, then the node's pre-hooks. Also captures for grad().
     Returns the (possibly replaced) grads, or None when the node must not run."""
     extra = node._extra
+    needed = task.needed
+    runs = needed is None or node in needed or type(node) is GraphRoot
+    caps = None if task.captures is None else task.captures.get(node)
+    if not runs and caps is None:
+        return None  # off every path to the inputs: PyTorch never reaches it (no hooks either)
+    if caps is not None and runs:
+        # NOTE(pytorch): a node that also runs is captured before its tensor hooks.
+        for nr, k in caps:
+            task.captured[k] = grads[nr]
     if extra is not None and (extra.tensor_pre_hooks or extra.retains_grad_hooks):
-        grads = list(grads)
-        for nr, hooks in extra.tensor_pre_hooks.items():
-            for fn in tuple(hooks.values()):
-                if grads[nr] is None:
-                    break
-                r = fn(grads[nr])
-                if r is not None:
-                    grads[nr] = r
-        for nr, fn in extra.retains_grad_hooks.items():
-            if grads[nr] is not None:
-                fn(grads[nr])
-    if task.captures is not None:
-        caps = task.captures.get(node)
-        if caps is not None:
-            for nr, k in caps:
-                task.captured[k] = grads[nr]
-    if task.needed is not None and node not in task.needed and type(node) is not GraphRoot:
+        grads = _tensor_hooks(node, extra, grads, task.create_graph)
+    if caps is not None and not runs:
+        for nr, k in caps:
+            task.captured[k] = grads[nr]
+    if not runs:
         return None
     if extra is not None and extra.pre_hooks:
         grads = tuple(grads)
         for fn in tuple(extra.pre_hooks.values()):
             r = fn(grads)
             if r is not None:
-                grads = _check_hook_result(node, r, len(grads), "pre-hook")
+                grads = _hook_result(fn, r, grads)
+    return grads
+
+
+def _tensor_hooks(node, extra, grads, create_graph):
+    grads = list(grads)
+    changed = False
+    for nr, hooks in tuple(extra.tensor_pre_hooks.items()):
+        for fn in tuple(hooks.values()):
+            g = grads[nr]
+            if g is None:
+                break
+            r = fn(g)
+            if r is not None:
+                _check_value(fn, g, r)
+                grads[nr] = r
+                changed = True
+    for nr, fn in tuple(extra.retains_grad_hooks.items()):
+        if grads[nr] is not None:
+            fn(grads[nr])
+    if changed and not create_graph and type(node) is AccumulateGrad:
+        # A hook may hand back a tensor its caller keeps: .grad must not alias it (it is later
+        # accumulated in place), so pass it on as a view, which AccumulateGrad copies.
+        g = grads[0]
+        if g is not None and not g._rg:
+            grads[0] = _make(g._data.view(), None, 0, None)
     return grads
 
 
@@ -377,19 +447,53 @@ def _post_hooks(node, outputs, grads):
         return outputs
     outputs = tuple(outputs)
     grads = tuple(grads)
+    first = outputs
     for fn in tuple(hooks.values()):
         r = fn(outputs, grads)
         if r is not None:
-            outputs = _check_hook_result(node, r, len(outputs), "hook")
+            outputs = _hook_result(fn, r, outputs)
+    if outputs is not first and not _gs.grad_enabled:  # see _tensor_hooks: never alias a hook's value
+        outputs = tuple(o if o is None or o is f or o._rg else _make(o._data.view(), None, 0, None)
+                        for o, f in zip(outputs, first, strict=True))
     return outputs
 
 
-def _check_hook_result(node, r, n, what):
-    if not isinstance(r, (tuple, list)):
-        raise TypeError(f"{what} of {node.name()} must return None or a tuple")
-    if len(r) != n:
-        raise RuntimeError(f"{what} '{node.name()}' has returned an incorrect number of values (got {len(r)}, but expected {n})")
-    return tuple(r)
+def _hook_name(fn) -> str:
+    return getattr(fn, "__name__", "<unknown>")
+
+
+def _hook_result(fn, r, values) -> tuple:
+    """Check what a node pre-/post-hook returned against the values it replaces (PyTorch's errors)."""
+    if type(r) is not tuple:
+        raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
+    if len(r) != len(values):
+        raise RuntimeError(
+            f"hook '{_hook_name(fn)}' has returned an incorrect number of values (got {len(r)}, but "
+            f"expected {len(values)})"
+        )
+    for old, new in zip(values, r, strict=True):
+        if new is None:
+            continue
+        if old is None:
+            if not isinstance(new, Tensor):
+                raise TypeError(f"expected Variable, but hook returned '{type(new).__name__}'")
+            raise RuntimeError("can't replace a None gradient with a non-None value")
+        _check_value(fn, old, new)
+    return r
+
+
+def _check_value(fn, old, new) -> None:
+    """A hook's replacement for a gradient keeps its type, shape and device."""
+    if not isinstance(new, Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(new).__name__}'")
+    a, b = old._data, new._data
+    if a.dtype != b.dtype or old.device != new.device:
+        raise RuntimeError(
+            f"hook '{_hook_name(fn)}' has changed the type of value (was ndgrad.{old.dtype.legacy} got "
+            f"ndgrad.{new.dtype.legacy})"
+        )
+    if a.shape != b.shape:
+        raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the size of value")
 
 
 def check_num_outputs(node, edges, outputs) -> None:

@@ -16,7 +16,9 @@ import weakref
 
 from .grad_mode import state as _grad_state
 
-__all__ = ["Node", "AccumulateGrad", "GraphRoot", "SavedTensor", "RemovableHandle"]
+__all__ = ["Node", "AccumulateGrad", "GraphRoot", "SavedTensor", "RemovableHandle",
+           "register_multi_grad_hook", "allow_mutation_on_saved_tensors", "saved_tensors_hooks",
+           "disable_saved_tensors_hooks", "save_on_cpu"]
 
 _tensor_cls = None  # set by ndgrad._tensor at import (Tensor is one layer up)
 _seq = itertools.count()
@@ -473,3 +475,217 @@ class RawSaved:
         saved = list(saved)
         saved[self.index] = packed
         self.node._saved = tuple(saved)
+
+
+# --- multi-grad hooks (autograd.graph.register_multi_grad_hook) ---
+class _MultiHandle(RemovableHandle):
+    """One handle for the tensor hooks of a multi-grad hook."""
+
+    __slots__ = ("handles",)
+
+    def __init__(self, handles):
+        super().__init__()
+        self.handles = tuple(handles)
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def _node_of(t) -> Node:
+    """The node that receives ``t``'s gradient: its grad_fn, or a leaf's AccumulateGrad."""
+    from .._tensor import grad_accumulator, refresh_view
+
+    if t._view is not None:
+        refresh_view(t)
+    if t._grad_fn is not None:
+        return t._grad_fn
+    if t._rg:
+        return grad_accumulator(t)
+    raise AssertionError("Expected gradient function to be set")
+
+
+def register_multi_grad_hook(tensors, fn, *, mode: str = "all") -> RemovableHandle:
+    """Register a hook over several tensors' gradients.
+
+    ``mode="all"``: ``fn(grads)`` runs once per backward, after the gradient of every tensor that
+    this backward computes (``None`` for the others, and for tensors off the graph or not
+    needed for its ``inputs``). ``mode="any"``: ``fn(grad)`` runs once per backward, with the
+    first of these gradients computed. Returns a handle whose ``remove()`` removes the hook.
+
+    >>> import ndgrad
+    >>> a = ndgrad.ones(2, requires_grad=True); b = ndgrad.ones(2, requires_grad=True)
+    >>> h = ndgrad.autograd.graph.register_multi_grad_hook(
+    ...     (a, b), lambda grads: print([g is not None for g in grads]))
+    >>> (2 * a).sum().backward()
+    [True, False]
+    """
+    modes = ("all", "any")
+    if mode not in modes:
+        raise ValueError(f"Expects mode to be one of {modes} but got {mode}")
+    from . import engine
+
+    lock = threading.Lock()
+    if mode == "any":
+        # The per-backward state is whether fn already ran, kept on the running backward (task).
+        def once(grad):
+            task = engine.current_task()
+            with lock:
+                state = task.hook_state
+                if state is None:
+                    state = task.hook_state = {}
+                if lock in state:
+                    return
+                state[lock] = True
+            fn(grad)
+
+        return _MultiHandle(t.register_hook(once) for t in tensors if t.requires_grad)
+
+    nodes = [_node_of(t) for t in tensors]  # held: a leaf's AccumulateGrad must stay the same
+    n = len(tensors)
+
+    def collector(i):
+        def hook(grad):
+            task = engine.current_task()
+            with lock:
+                state = task.hook_state
+                if state is None:
+                    state = task.hook_state = {}
+                entry = state.get(lock)
+                if entry is None:  # first gradient of this backward: how many will come
+                    expected = sum(map(engine.will_execute_node, nodes))
+                    entry = state[lock] = [expected, [None] * n]
+                entry[1][i] = grad
+                entry[0] -= 1
+                done = entry[0] == 0
+                if done:
+                    del state[lock]
+            if done:
+                fn(entry[1])
+
+        return hook
+
+    return _MultiHandle(t.register_hook(collector(i)) for i, t in enumerate(tensors))
+
+
+# --- allow_mutation_on_saved_tensors ---
+_mutation_ctx = None  # the active context (one at a time, in any thread, as in PyTorch)
+
+_OUTSIDE_MUTATION_CTX = (
+    # NOTE(pytorch): PyTorch's message, including its missing space.
+    "Trying to backward outside of the 'allow_mutation_on_saved_tensors' context"
+    "in which the graph was originally recorded."
+)
+
+
+class _SavedOriginal:
+    """A tensor saved under the context: the tensor itself until something writes to it, then
+    a copy of its value at save time."""
+
+    __slots__ = ("tensor", "version", "cloned", "ctx", "__weakref__")
+
+
+class _AllowMutationOnSavedContext:
+    """The state of one ``allow_mutation_on_saved_tensors`` context (cleared on exit)."""
+
+    def __init__(self):
+        # id(version counter) -> (the counter, {record: None}): every saved tensor sharing a
+        # version counter shares memory (a base, its views, its detach()es), so a write to any
+        # of them reaches the saved value.
+        self.by_storage: dict = {}
+        self.by_tensor = weakref.WeakValueDictionary()  # (id(tensor), version) -> record
+        self.active = True
+
+    def clear(self) -> None:
+        for _, records in self.by_storage.values():
+            for r in tuple(records):
+                r.tensor = None
+        self.by_storage.clear()
+        self.by_tensor.clear()
+
+    def pack(self, t):
+        vc = t._vc
+        if vc is None:
+            vc = t._vc = [0]
+        key = (id(t), vc[0])
+        r = self.by_tensor.get(key)
+        if r is not None and r.tensor is t:  # the same tensor saved twice at one version
+            return r
+        r = _SavedOriginal()
+        r.tensor, r.version, r.cloned, r.ctx = t, vc[0], False, self
+        self.by_tensor[key] = r
+        entry = self.by_storage.get(id(vc))
+        if entry is None:
+            entry = self.by_storage[id(vc)] = (vc, weakref.WeakKeyDictionary())
+        entry[1][r] = None
+        return r
+
+    def unpack(self, r):
+        if not self.active or r.tensor is None:
+            raise AssertionError(_OUTSIDE_MUTATION_CTX)
+        return r.tensor
+
+    def before_write(self, t) -> None:
+        """``t`` is about to be written in place: copy every saved value it would change."""
+        vc = t._vc
+        entry = None if vc is None else self.by_storage.get(id(vc))
+        if entry is None:
+            return
+        for r in tuple(entry[1]):
+            if not r.cloned and r.tensor is not None and r.version == vc[0]:
+                r.tensor = _tensor_cls._make(r.tensor._data.copy(), None, 0, None)
+                r.cloned = True
+
+
+class _CloneBeforeWrite:
+    """The dispatch mode of the context: an in-place op first saves what it overwrites."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def dispatch(self, rec, args, run):
+        if rec.mutates and isinstance(args[0], _tensor_cls):
+            self.ctx.before_write(args[0])
+        return run(rec, args)
+
+
+class allow_mutation_on_saved_tensors:  # noqa: N801 - PyTorch's name
+    """Context manager under which tensors saved for backward may be modified in place: a saved
+    tensor is copied before its first in-place change, and backward uses that copy. Run both
+    forward and backward inside; ``__enter__`` returns the context's state object.
+
+    >>> import ndgrad
+    >>> with ndgrad.autograd.graph.allow_mutation_on_saved_tensors():
+    ...     a = ndgrad.ones(2, requires_grad=True)
+    ...     b = a.clone()
+    ...     out = (b ** 2).sum()
+    ...     _ = b.sin_()
+    ...     out.backward()
+    >>> a.grad
+    tensor([2., 2.])
+    """
+
+    def __enter__(self) -> _AllowMutationOnSavedContext:
+        global _mutation_ctx
+        if _mutation_ctx is not None:
+            raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
+        from .._ops import registry  # the ops layer sits above this one
+
+        ctx = self.ctx = _AllowMutationOnSavedContext()
+        self.hooks = saved_tensors_hooks(ctx.pack, ctx.unpack)
+        self.hooks.__enter__()
+        self.mode = _CloneBeforeWrite(ctx)
+        registry.push_mode(self.mode)
+        _mutation_ctx = ctx
+        return ctx
+
+    def __exit__(self, *exc):
+        global _mutation_ctx
+        from .._ops import registry
+
+        registry._modes.remove(self.mode)  # wherever it sits: modes pushed inside may remain
+        self.hooks.__exit__(*exc)
+        self.ctx.active = False
+        self.ctx.clear()
+        _mutation_ctx = None
+        return False
