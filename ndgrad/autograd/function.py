@@ -19,6 +19,7 @@ import numpy as np
 from .._tensor import Tensor, ViewInfo, gradient_edge, refresh_view
 from .anomaly_mode import annotate
 from .anomaly_mode import state as _anomaly
+from . import forward_ad as _fwad
 from .grad_mode import state as _gs
 from .graph import SECOND_BACKWARD_MSG, Node, next_sequence_nr, save_input, save_output
 
@@ -204,8 +205,15 @@ def _apply(cls, new_style, args, kwargs):
     if executable:  # edges before forward: an in-place forward rebases its input afterwards
         ctx.next_edges = tuple(gradient_edge(a) for a, t in zip(args, is_tensor) if t)
 
+    # Forward AD: forward runs with the mode off; ``jvp`` gives the outputs' tangents.
+    tangents = None
+    if _fwad.active():
+        tangents = tuple(_fwad.tangent_of(a) if t else None for a, t in zip(args, is_tensor))
+        if not any(g is not None for g in tangents):
+            tangents = None
     prev = _gs.grad_enabled
     _gs.grad_enabled = False
+    prev_fw, _fwad._local.disabled = _fwad._local.disabled, _fwad._state.level is not None
     try:
         if new_style:
             output = cls.forward(*args, **kwargs)
@@ -214,6 +222,7 @@ def _apply(cls, new_style, args, kwargs):
             output = cls.forward(ctx, *args, **kwargs)
     finally:
         _gs.grad_enabled = prev
+        _fwad._local.disabled = prev_fw
 
     is_tuple = type(output) is tuple
     outputs = _wrap_outputs(ctx, args, is_tensor, output if is_tuple else (output,), executable)
@@ -223,6 +232,8 @@ def _apply(cls, new_style, args, kwargs):
             annotate((ctx,))
     else:
         ctx.__dict__.pop("to_save", None)
+    if tangents is not None:
+        _fwad.function_jvp(cls, ctx, args, is_tensor, tangents, outputs)
     return outputs if is_tuple else outputs[0]
 
 

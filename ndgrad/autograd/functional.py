@@ -305,7 +305,8 @@ def _jacobian_rows(outputs, inputs, create_graph: bool, strict: bool) -> tuple:
 
 
 def _jacobian_fwd(func, inputs, strict: bool, vectorize: bool):
-    """``strategy="forward-mode"``: columns ``J e_k`` by the double-vjp trick (no forward AD yet)."""
+    """``strategy="forward-mode"``: column ``J e_k`` is the tangent of ``func`` at duals whose
+    tangent is ``e_k`` (one forward pass per input element, ``autograd.forward_ad``)."""
     if strict:
         raise RuntimeError(
             'torch.autograd.functional.jacobian: `strict=True` and `strategy="forward-mode"` are '
@@ -320,26 +321,34 @@ def _jacobian_fwd(func, inputs, strict: bool, vectorize: bool):
             "only implemented for `vectorize=True`."
         )
     from .. import stack
+    from . import forward_ad as fwad
 
-    with enable_grad():
-        inputs = tuple(t.detach().requires_grad_(True) for t in inputs)
-        out_tuple, outputs = _as_tuple(func(*inputs), "outputs of the user-provided function",
-                                       "jacobian")
-        us = tuple(o.new_zeros(o.shape).requires_grad_(True) for o in outputs)
-        grad_inputs = _grads(outputs, inputs, us, create_graph=True)
-    cols = [[[] for _ in inputs] for _ in outputs]
+    # Inputs require grad so that a reverse-mode ``func`` (hessian's gradient) keeps the duals
+    # as views rather than detaching them.
+    inputs = tuple(t.detach().requires_grad_(t.dtype.is_floating_point) for t in inputs)
+    cols = None
+    out_tuple = False
+    outputs = ()
     for j, inp in enumerate(inputs):
         for k in range(inp.numel()):
-            e = inp.new_zeros(inp.numel())
+            e = inp.detach().new_zeros(inp.numel())
             e[k] = 1
-            tangent = [None if g is None else g.new_zeros(g.shape) for g in grad_inputs]
-            if tangent[j] is not None:
-                tangent[j] = e.view(inp.shape)
-            res = _grads(grad_inputs, us, tangent, retain_graph=True)
-            for i, (g, out) in enumerate(zip(res, outputs, strict=True)):
-                cols[i][j].append(out.new_zeros(out.shape) if g is None else g)
+            with fwad.dual_level(), enable_grad():
+                duals = tuple(fwad.make_dual(x, e.view(x.shape)) if i == j else x
+                              for i, x in enumerate(inputs))
+                out_tuple, outputs = _as_tuple(func(*duals), "outputs of the user-provided function",
+                                               "jacobian")
+                if cols is None:
+                    cols = [[[] for _ in inputs] for _ in outputs]
+                for i, out in enumerate(outputs):
+                    g = fwad.unpack_dual(out).tangent
+                    cols[i][j].append(out.new_zeros(out.shape) if g is None else g.detach())
+    if cols is None:  # no input elements: one call for the output structure
+        out_tuple, outputs = _as_tuple(func(*inputs), "outputs of the user-provided function", "jacobian")
+        cols = [[[] for _ in inputs] for _ in outputs]
     jac = tuple(
-        tuple(stack(c, dim=-1).view(out.shape + inp.shape) for c, inp in zip(row, inputs, strict=True))
+        tuple(stack(c, dim=-1).view(out.shape + inp.shape) if c else out.new_zeros(out.shape + inp.shape)
+              for c, inp in zip(row, inputs, strict=True))
         for row, out in zip(cols, outputs, strict=True)
     )
     return _unpack(_finish(jac, False), (out_tuple, in_tuple))

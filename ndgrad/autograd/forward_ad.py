@@ -1,0 +1,515 @@
+"""Forward-mode AD (``torch.autograd.forward_ad``): dual tensors and their tangents.
+
+``enter_dual_level`` pushes ``_MODE`` on the op registry's mode stack (``exit_dual_level`` pops it,
+so ops pay nothing outside a level). A tensor's tangent lives in ``AutogradMeta.fw_grad``; a view
+without one of its own reads the same view of its base's tangent. After each op, when an argument
+has a tangent, the mode computes the outputs' tangents from the op record alone:
+
+* view ops and the ops in ``LINEAR`` are linear in their differentiable inputs: the tangent is
+  the op itself applied to the tangents (zeros where an input has none, additive scalar
+  constants in ``_CONSTANT`` set to 0); a view's tangent is thus the same view of the tangent;
+* every other op uses the transpose of its VJP: ``jvp = d/du <vjp(u), t>``, two reverse passes
+  through formulas written in ndgrad ops, so the tangent stays differentiable (reverse-over-
+  forward and forward-over-reverse work).
+
+In-place ops compute the new tangent from the values before the write and copy it into the
+existing tangent (so views of the tangent see it), creating a zero tangent for the base first
+when a view without one is written.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import namedtuple
+
+import numpy as np
+
+from .._tensor import Tensor
+from .grad_mode import state as _gs
+
+__all__ = ["dual_level", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual",
+           "UnpackedDualTensor"]
+
+UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])
+
+
+class _State:
+    """The level is global, like PyTorch's."""
+
+    __slots__ = ("level", "tracked")
+
+    def __init__(self):
+        self.level = None
+        self.tracked = []  # weakrefs to the tensors given a tangent at this level
+
+
+class _Local(threading.local):
+    """``disabled``: the mode's own computations, a custom Function's forward/jvp (per thread)."""
+
+    disabled = False
+
+
+_state = _State()
+_local = _Local()
+_NO_FW = object()  # fw_grad marker: no tangent, and do not look through the base (unpack_dual's primal)
+_make = Tensor._make
+
+
+# --- levels ---
+def enter_dual_level() -> int:
+    """Enter a new forward-AD level (only one may exist at a time); returns its index."""
+    from .._ops.registry import push_mode
+
+    if _state.level is not None:
+        raise RuntimeError("Nested forward mode AD is not supported at the moment")
+    _state.level = 0
+    push_mode(_MODE)
+    return 0
+
+
+def exit_dual_level(*, level=None) -> None:
+    """Exit the current level; every tangent set within it is dropped."""
+    from .._ops.registry import _modes
+
+    cur = -1 if _state.level is None else _state.level
+    if level is None:
+        level = cur
+    if level < 0:
+        raise RuntimeError("Dual level must be a positive number.")
+    if level != cur:
+        raise RuntimeError(
+            "Trying to exit a forward AD level that was not the last one that was created. This is "
+            "not supported."
+        )
+    if _MODE in _modes:
+        _modes.remove(_MODE)  # wherever it sits: a mode pushed after ours may still be active
+    for ref in _state.tracked:
+        t = ref()
+        if t is not None and t._meta is not None and t._meta.fw_grad is not _NO_FW:
+            t._meta.fw_grad = None
+    _state.tracked = []
+    _state.level = None
+
+
+class dual_level:  # noqa: N801 - PyTorch's name
+    """Context manager (and decorator) for one forward-AD level."""
+
+    def __enter__(self):
+        return enter_dual_level()
+
+    def __exit__(self, *exc):
+        exit_dual_level()
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with dual_level():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def _check_level(level, what: str) -> int:
+    if level is None:
+        return -1 if _state.level is None else _state.level
+    if type(level) is not int:
+        raise TypeError(f"{what}(): argument 'level' must be int, not {type(level).__name__}")
+    return level
+
+
+# --- the public API ---
+def make_dual(tensor, tangent, *, level=None):
+    """A view of ``tensor`` whose tangent is ``tangent`` (stored as is when its layout matches)."""
+    level = _check_level(level, "_make_dual")
+    if level < 0:
+        raise RuntimeError(
+            "Trying to create a dual Tensor for forward AD but no level exists, make sure to "
+            "enter_dual_level() first."
+        )
+    if not (tensor.is_floating_point() or tensor.is_complex()):
+        raise ValueError(f"Expected primal to be floating point or complex, but got: {tensor.dtype}")
+    if not (tangent.is_floating_point() or tangent.is_complex()):
+        raise ValueError(f"Expected tangent to be floating point or complex, but got: {tangent.dtype}")
+    if level != _state.level:
+        raise RuntimeError("Invalid level given to _make_dual")
+    if tangent_of(tensor) is not None:
+        raise RuntimeError(
+            f"Making a dual Tensor based on a Tensor that already has a forward gradient at the same "
+            f"level {level} is not supported."
+        )
+    _check_size(tensor, tangent)
+    dual = _alias(tensor)
+    _set(dual, tangent)
+    return dual
+
+
+def unpack_dual(tensor, *, level=None):
+    """``(primal, tangent)``: the primal is a view of ``tensor`` without a tangent."""
+    level = _check_level(level, "_unpack_dual")
+    if level < 0:
+        return UnpackedDualTensor(tensor, None)
+    if not isinstance(tensor, Tensor):
+        raise TypeError(
+            f"_unpack_dual(): argument 'dual' (position 1) must be Tensor, not {type(tensor).__name__}"
+        )
+    tangent = tangent_of(tensor) if _state.level is not None else None
+    if tangent is not None and level != _state.level:
+        raise RuntimeError("Invalid level given to _fw_primal")
+    if level != _state.level:
+        tangent = None
+    primal = _alias(tensor)
+    primal._get_meta().fw_grad = _NO_FW
+    return UnpackedDualTensor(primal, tangent)
+
+
+def _alias(t):
+    """``t.view(t.shape)`` with the mode off (PyTorch's ``ViewBackward0`` alias)."""
+    prev, _local.disabled = _local.disabled, True
+    try:
+        return t.view(tuple(t._data.shape))
+    finally:
+        _local.disabled = prev
+
+
+def _check_size(t, tangent) -> None:
+    if tangent._data.shape != t._data.shape:
+        raise RuntimeError(
+            "Trying to set a forward gradient that has a different size than that of the original "
+            f"Tensor, this is not supported. Tensor is of size {list(t._data.shape)} while the given "
+            f"forward gradient is of size {list(tangent._data.shape)}."
+        )
+
+
+# --- tangent storage ---
+def tangent_of(t):
+    """``t``'s tangent at the current level: its own, else the same view of its base's."""
+    m = t._meta
+    if m is not None:
+        g = m.fw_grad
+        if g is not None:
+            return None if g is _NO_FW else g
+    info = t._view
+    if info is None or _state.level is None:
+        return None
+    bm = info.base._meta
+    bt = None if bm is None else bm.fw_grad
+    if bt is None or bt is _NO_FW:
+        return None
+    g = _quiet(info.replay, bt)
+    _store(t, g)
+    return g
+
+
+def _store(t, g) -> None:
+    t._get_meta().fw_grad = g
+    _state.tracked.append(weakref.ref(t))
+
+
+def _set(t, g) -> None:
+    """Attach ``g`` as ``t``'s tangent, copied to ``t``'s memory layout when it differs (views of
+    the tangent must be valid wherever views of the primal are)."""
+    if not _same_layout(t._data, g._data):
+        buf = _make(np.empty_like(t._data, dtype=g._data.dtype), None, 0, None)
+        g = _quiet(buf.copy_, g)
+    _store(t, g)
+
+
+def _same_layout(a, b) -> bool:
+    ia, ib = a.itemsize, b.itemsize
+    return all(n < 2 or sa // ia == sb // ib for n, sa, sb in zip(a.shape, a.strides, b.strides))
+
+
+def _quiet(fn, *args):
+    """Run ``fn`` with the mode off (tangent computations are not themselves dual)."""
+    prev, _local.disabled = _local.disabled, True
+    try:
+        return fn(*args)
+    finally:
+        _local.disabled = prev
+
+
+# --- the rules ---
+# Ops linear in their differentiable tensor inputs (besides all view ops). Linearity cannot be
+# read off the formulas (floor's and frac's VJPs ignore the primal too), so it is listed here;
+# tests check each entry's VJP indeed reads no primal value.
+LINEAR = frozenset({
+    "add.Tensor", "sub.Tensor", "rsub.Tensor", "rsub.Scalar", "neg", "clone", "_to_copy",
+    "_copy_from", "_fill", "sum", "sum.dim_IntList", "mean", "mean.dim", "cumsum", "cat", "stack",
+    "repeat", "flip", "roll", "tril", "triu", "diag_embed", "where.self", "gather", "index_select",
+    "masked_select", "masked_fill.Scalar", "masked_fill.Tensor", "scatter.src", "scatter.value",
+    "scatter_add", "index_add", "_index", "_index_put", "_take_along", "pad", "_slice_backward",
+    "diagonal_backward", "_index_backward", "_select_backward", "_pad_backward",
+})
+# Plain (non-tensor) arguments that add a constant: zero in the tangent computation.
+_CONSTANT = {"rsub.Scalar": "other", "masked_fill.Scalar": "value", "scatter.value": "value",
+             "pad": "value"}
+
+
+def _diff_positions(rec):
+    """Positions of the parameters the op's formulas differentiate (cached on the record)."""
+    pos = rec.extra.get("fw_diff")
+    if pos is None:
+        slots = set()
+        for slot, *_ in rec.vjp_plan:
+            slots.update(slot if type(slot) is tuple else (slot,))
+        pos = rec.extra["fw_diff"] = tuple(rec.diff_pos[s] for s in sorted(slots))
+    return pos
+
+
+def _collect(rec, args):
+    """``{id(tensor): (tensor, tangent)}`` for the differentiable arguments with a tangent."""
+    found = None
+    for i in _diff_positions(rec):
+        a = args[i]
+        for x in (a if type(a) in (list, tuple) else (a,)):
+            if isinstance(x, Tensor):
+                g = tangent_of(x)
+                if g is not None:
+                    if found is None:
+                        found = {}
+                    found[id(x)] = (x, g)
+    return found
+
+
+def _floating(o) -> bool:
+    return isinstance(o, Tensor) and o._data.dtype.kind in "fc"
+
+
+def _zero(a):
+    if isinstance(a, Tensor):
+        return _make(np.zeros_like(a._data), None, 0, None)
+    return type(a)(0) if a is not None else None
+
+
+def _jvp_linear(rec, args, found):
+    """The op applied to the tangents."""
+    new = list(args)
+    for i in _diff_positions(rec):
+        a = args[i]
+        if type(a) in (list, tuple):
+            new[i] = type(a)(found[id(x)][1] if id(x) in found else _zero(x) for x in a)
+        elif isinstance(a, Tensor) and id(a) in found:
+            new[i] = found[id(a)][1]
+        else:
+            new[i] = _zero(a)
+    const = _CONSTANT.get(rec.name)
+    if const is not None:
+        k = [p.name for p in rec.params].index(const)
+        new[k] = _zero(new[k])
+    from .._ops.registry import dispatch
+
+    res = dispatch(rec, tuple(new))
+    return tuple(res) if rec.multi_out else (res,)
+
+
+def _jvp_transpose(rec, args, found, n_out):
+    """``d/du <vjp(u), t>``: the transpose of the op's VJP applied to the tangents."""
+    from .._ops.registry import OPS, dispatch
+    from .api import grad
+
+    # Each input with a tangent gets its own graph root: a detached alias requiring grad, or,
+    # when it requires grad already, an alias node on top of it (so the tangent stays
+    # differentiable through it, and the gradient of one input does not include paths through
+    # another that is a view of it, as in ``x @ x.t()``).
+    subs = {}
+    alias = OPS["alias"].call
+
+    def sub(x):
+        if not isinstance(x, Tensor) or id(x) not in found:
+            return x
+        s = subs.get(id(x))
+        if s is None:
+            s = subs[id(x)] = alias(x) if x._rg else x.detach().requires_grad_()
+        return s
+
+    new = list(args)
+    for i in _diff_positions(rec):
+        a = args[i]
+        new[i] = type(a)(sub(x) for x in a) if type(a) in (list, tuple) else sub(a)
+    outs = dispatch(rec, tuple(new))
+    outs = tuple(outs) if rec.multi_out else (outs,)
+    fl = [k for k, o in enumerate(outs) if _floating(o) and o._rg]
+    zeros = [_make(np.zeros_like(o._data), None, 0, None) if _floating(o) else None for o in outs]
+    if not fl:
+        return zeros
+    us = [zeros[k].detach().requires_grad_() for k in fl]
+    xs = [(sub(x), g) for x, g in found.values()]
+    vjps = grad([outs[k] for k in fl], [x for x, _ in xs], us, create_graph=True, allow_unused=True)
+    s = None
+    for v, (_, g) in zip(vjps, xs):
+        if v is not None:
+            term = (v * g).sum()
+            s = term if s is None else s + term
+    if s is None or not s._rg:
+        return zeros
+    jv = grad(s, us, create_graph=True, allow_unused=True)
+    res = list(zeros)
+    for k, g in zip(fl, jv):
+        if g is not None:
+            res[k] = g
+    return res
+
+
+def compute(rec, args, found):
+    """Tangents of ``rec``'s outputs (None for the non-differentiable ones)."""
+    prev_grad = _gs.grad_enabled
+    prev, _local.disabled = _local.disabled, True
+    _gs.grad_enabled = True
+    try:
+        if rec.kind == "view" or rec.name in LINEAR:
+            res = _jvp_linear(rec, args, found)
+        else:
+            res = _jvp_transpose(rec, args, found, None)
+    finally:
+        _local.disabled = prev
+        _gs.grad_enabled = prev_grad
+    # The tangent is differentiable only where some primal or tangent it came from is.
+    keep = prev_grad and (any(x._rg or g._rg for x, g in found.values()) or _any_rg(rec, args))
+    if not keep:
+        res = [r.detach() if isinstance(r, Tensor) and r._rg else r for r in res]
+    return res
+
+
+def _any_rg(rec, args) -> bool:
+    for i in rec.tensor_pos:
+        a = args[i]
+        for x in (a if type(a) in (list, tuple) else (a,)):
+            if isinstance(x, Tensor) and x._rg:
+                return True
+    return False
+
+
+def _write_inplace(self, new) -> None:
+    """``self`` was written in place: its tangent becomes ``new`` (copied into the old one)."""
+    cur = tangent_of(self)
+    if cur is None:
+        m = self._meta
+        info = self._view
+        if info is not None and (m is None or m.fw_grad is not _NO_FW):
+            base = info.base
+            _store(base, _make(np.zeros_like(base._data), None, 0, None))
+            cur = tangent_of(self)
+        else:
+            _set(self, new)
+            return
+    _quiet(cur.copy_, new)
+
+
+def _keep_saved_outputs(rec, outs) -> None:
+    """A saved output is rebuilt from its array on unpack (no reference to it, so no cycle
+    through its node), which would drop its tangent and break forward-over-reverse through
+    formulas reading ``result``: the saved entry is wrapped with the tangent, as PyTorch's
+    saved variables keep their forward grad."""
+    if rec.kind != "plain" or not rec.save_plan:
+        return
+    node = outs[0]._grad_fn if isinstance(outs[0], Tensor) else None
+    if node is None or type(node) is not rec.node_cls or not node._saved:
+        return
+    saved = list(node._saved)
+    for k, (kind, pos) in enumerate(rec.save_plan):
+        if kind == "out" and saved[k] is not None:
+            g = tangent_of(outs[pos])
+            if g is not None:
+                saved[k] = _SavedWithTangent(saved[k], g)
+    node._saved = tuple(saved)
+
+
+class _SavedWithTangent:
+    """A saved output and its tangent; unpacked inside the same dual level, the rebuilt tensor
+    gets the tangent back."""
+
+    __slots__ = ("saved", "tangent", "level")
+
+    def __init__(self, saved, tangent):
+        self.saved, self.tangent, self.level = saved, tangent, _state.level
+
+    def _unpack_saved(self, node):
+        t = self.saved._unpack_saved(node)
+        if _state.level is not None and _state.level == self.level and tangent_of(t) is None:
+            _store(t, self.tangent)
+        return t
+
+    def __getattr__(self, name):  # what else reads a saved entry (RawSaved) sees the inner one
+        return getattr(self.saved, name)
+
+
+class _ForwardADMode:
+    """The dispatch mode installed while a dual level is active."""
+
+    def dispatch(self, rec, args, run):
+        if _local.disabled:
+            return run(rec, args)
+        base = rec.outplace if rec.kind == "inplace" else rec
+        if base.kind == "composite" or not base.vjp_plan:
+            return run(rec, args)  # composites dispatch their parts; no formulas: no tangent
+        found = _collect(base, args)
+        if found is None:
+            if rec.kind == "inplace" and tangent_of(args[0]) is not None:
+                out = run(rec, args)  # overwritten by values without tangent
+                _write_inplace(out, _make(np.zeros_like(out._data), None, 0, None))
+                return out
+            return run(rec, args)
+        if rec.kind == "inplace":
+            self_t = args[0]
+            if not _floating(self_t):
+                return run(rec, args)
+            # The tangent reads the values before the write; a clone keeps them for the graph.
+            cargs = (_quiet(self_t.clone),) + tuple(args[1:])
+            if id(self_t) in found:  # the original stays too: another argument may be self
+                found = dict(found)
+                found[id(cargs[0])] = (cargs[0], found[id(self_t)][1])
+            new = compute(base, cargs, found)[0]
+            out = run(rec, args)
+            _write_inplace(out, new)
+            return out
+        out = run(rec, args)
+        outs = out if rec.multi_out else (out,)
+        if not any(_floating(o) for o in outs):
+            return out
+        for o, g in zip(outs, compute(rec, args, found)):
+            if g is not None and _floating(o):
+                if rec.kind == "view":
+                    _store(o, g)  # already the same view of the tangent
+                else:
+                    _set(o, g)
+        _keep_saved_outputs(rec, outs)
+        return out
+
+
+_MODE = _ForwardADMode()
+
+
+# --- custom Functions (called by autograd.function._apply) ---
+def active() -> bool:
+    return _state.level is not None and not _local.disabled
+
+
+def function_jvp(cls, ctx, args, is_tensor, tangents, outputs) -> None:
+    """Call ``cls.jvp`` with the inputs' tangents (zeros for tensors without one) and attach
+    what it returns to the outputs."""
+    grads = tuple(
+        (g if g is not None else _make(np.zeros_like(a._data), None, 0, None)) if t else None
+        for a, t, g in zip(args, is_tensor, tangents)
+    )
+    saved = ctx.__dict__.pop("saved_for_forward", ())
+    prev_saved = ctx._saved
+    ctx._saved = tuple(saved)
+    prev, _local.disabled = _local.disabled, True
+    try:
+        res = cls.jvp(ctx, *grads)
+    finally:
+        _local.disabled = prev
+        ctx._saved = prev_saved
+    res = res if type(res) is tuple else (res,)
+    if len(res) != len(outputs):
+        raise RuntimeError(
+            f"Function's jvp returned an invalid number of forward gradients (expected "
+            f"{len(outputs)} but got {len(res)})"
+        )
+    for o, g in zip(outputs, res):
+        if _floating(o) and isinstance(g, Tensor):
+            _check_size(o, g)
+            _set(o, g)
