@@ -28,7 +28,9 @@ from .autograd.grad_mode import (  # noqa: F401
 from . import linalg, special  # noqa: F401
 from . import return_types  # noqa: F401
 from . import nn  # noqa: F401
+from . import optim  # noqa: F401
 from . import utils  # noqa: F401
+from .serialization import save, load  # noqa: F401
 
 globals().update(_NS[""])
 globals().update(_ALIASES)  # float, double, half, long, int, short, cfloat, cdouble

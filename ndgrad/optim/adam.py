@@ -1,0 +1,120 @@
+"""Adam (and, with ``decoupled_weight_decay=True``, AdamW), with amsgrad and maximize."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Tensor
+from .optimizer import Optimizer, _new_state, _real, _to_scalar, _zero_step
+
+__all__ = ["Adam"]
+
+
+def _lerp_(a: np.ndarray, end: np.ndarray, w: float, tmp: np.ndarray) -> None:
+    """``a.lerp_(end, w)`` with torch's two-sided formula (exact at both ends)."""
+    np.subtract(end, a, out=tmp)
+    if w < 0.5:
+        tmp *= w
+        a += tmp
+    else:
+        tmp *= 1 - w
+        np.subtract(end, tmp, out=a)
+
+
+class Adam(Optimizer):
+    """Adam: adaptive moment estimation.
+
+    >>> import ndgrad
+    >>> w = ndgrad.tensor([1.0], requires_grad=True)
+    >>> opt = ndgrad.optim.Adam([w], lr=0.1)
+    >>> w.grad = ndgrad.tensor([3.0]); opt.step(); w
+    tensor([0.9000], requires_grad=True)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
+                        differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            for key, val in (("amsgrad", False), ("maximize", False), ("foreach", None),
+                             ("capturable", False), ("differentiable", False),
+                             ("decoupled_weight_decay", False), ("fused", None)):
+                group.setdefault(key, val)
+
+    def step(self, closure=None):
+        """Perform a single optimization step."""
+        loss = self._closure(closure)
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            beta1, beta2 = (_to_scalar(b) for b in group["betas"])
+            eps, wd, amsgrad = group["eps"], group["weight_decay"], group["amsgrad"]
+            maximize, decoupled = group["maximize"], group["decoupled_weight_decay"]
+            for p in group["params"]:
+                m = p._meta
+                grad = None if m is None else m.grad
+                if grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = _zero_step()
+                    state["exp_avg"] = _new_state(np.zeros_like(p._data))
+                    state["exp_avg_sq"] = _new_state(np.zeros_like(p._data))
+                    if amsgrad:
+                        state["max_exp_avg_sq"] = _new_state(np.zeros_like(p._data))
+                pa, g = p._data, grad._data
+                t0, t1 = self._buf(pa, 0), self._buf(pa, 1)
+                step_arr = state["step"]._data
+                step_arr += 1
+                step = float(step_arr)
+                if maximize:
+                    np.negative(g, out=t0)
+                    g = t0
+                if wd != 0:
+                    if decoupled:
+                        pa *= 1 - lr * wd
+                    else:
+                        np.multiply(pa, wd, out=t1)
+                        np.add(g, t1, out=t0)
+                        g = t0
+                pr, g, t0, t1 = _real(pa), _real(g), _real(t0), _real(t1)
+                exp_avg = _real(state["exp_avg"]._data)
+                exp_avg_sq = _real(state["exp_avg_sq"]._data)
+                _lerp_(exp_avg, g, 1 - beta1, t1)
+                exp_avg_sq *= beta2
+                np.multiply(g, 1 - beta2, out=t1)
+                t1 *= g
+                exp_avg_sq += t1
+                step_size = lr / (1 - beta1**step)
+                bc2_sqrt = (1 - beta2**step) ** 0.5
+                if amsgrad:
+                    mx = _real(state["max_exp_avg_sq"]._data)
+                    np.maximum(mx, exp_avg_sq, out=mx)
+                    np.sqrt(mx, out=t1)
+                else:
+                    np.sqrt(exp_avg_sq, out=t1)
+                t1 /= bc2_sqrt
+                t1 += eps
+                np.divide(exp_avg, t1, out=t1)
+                t1 *= -step_size
+                pr += t1
+                p._bump()
+        return loss

@@ -1,0 +1,108 @@
+"""RMSprop with momentum, centering, weight decay and maximize."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Tensor
+from .adam import _lerp_
+from .optimizer import Optimizer, _new_state, _real, _to_scalar, _zero_step
+
+__all__ = ["RMSprop"]
+
+
+class RMSprop(Optimizer):
+    """RMSprop: divide the gradient by a running root-mean-square of recent gradients.
+
+    >>> import ndgrad
+    >>> w = ndgrad.tensor([1.0], requires_grad=True)
+    >>> opt = ndgrad.optim.RMSprop([w], lr=0.01, alpha=0.75)
+    >>> w.grad = ndgrad.tensor([2.0]); opt.step(); w
+    tensor([0.9800], requires_grad=True)
+    """
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+                 centered=False, capturable=False, foreach=None, maximize=False,
+                 differentiable=False) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= momentum:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= alpha:
+            raise ValueError(f"Invalid alpha value: {alpha}")
+        defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                        weight_decay=weight_decay, capturable=capturable, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            for key, val in (("momentum", 0), ("centered", False), ("foreach", None),
+                             ("maximize", False), ("differentiable", False),
+                             ("capturable", False)):
+                group.setdefault(key, val)
+
+    def step(self, closure=None):
+        """Perform a single optimization step."""
+        loss = self._closure(closure)
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            alpha, eps, wd = group["alpha"], group["eps"], group["weight_decay"]
+            momentum, centered, maximize = group["momentum"], group["centered"], group["maximize"]
+            for p in group["params"]:
+                m = p._meta
+                grad = None if m is None else m.grad
+                if grad is None:
+                    continue
+                pa, g = p._data, grad._data
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = _zero_step()
+                    state["square_avg"] = _new_state(np.zeros_like(pa))
+                    if momentum > 0:
+                        state["momentum_buffer"] = _new_state(np.zeros_like(pa))
+                    if centered:
+                        state["grad_avg"] = _new_state(np.zeros_like(pa))
+                t0, t1 = self._buf(pa, 0), self._buf(pa, 1)
+                state["step"]._data += 1
+                if maximize:
+                    np.negative(g, out=t0)
+                    g = t0
+                if wd != 0:
+                    np.multiply(pa, wd, out=t1)
+                    np.add(g, t1, out=t0)
+                    g = t0
+                pr, g, t0, t1 = _real(pa), _real(g), _real(t0), _real(t1)
+                sq = _real(state["square_avg"]._data)
+                sq *= alpha
+                np.multiply(g, 1 - alpha, out=t1)
+                t1 *= g
+                sq += t1
+                if centered:
+                    ga = _real(state["grad_avg"]._data)
+                    _lerp_(ga, g, 1 - alpha, t1)
+                    np.multiply(ga, ga, out=t1)
+                    np.subtract(sq, t1, out=t1)
+                    np.sqrt(t1, out=t1)
+                else:
+                    np.sqrt(sq, out=t1)
+                t1 += eps
+                np.divide(g, t1, out=t1)
+                if momentum > 0:
+                    buf = _real(state["momentum_buffer"]._data)
+                    buf *= momentum
+                    buf += t1
+                    np.multiply(buf, lr, out=t1)
+                    pr -= t1
+                else:
+                    t1 *= -lr
+                    pr += t1
+                p._bump()
+        return loss
