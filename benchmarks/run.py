@@ -12,8 +12,10 @@ import argparse
 import datetime
 import gc
 import operator
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -28,6 +30,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the repo's ndgrad, whether or not a copy is installed
 
 import ndgrad  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import steps  # noqa: E402  (training-step workloads, beside this file)
 
 DTYPE = np.float32  # both frameworks' default dtype
 RTOL, ATOL = 5e-3, 1e-5  # float32 through ~2000 ops (tanh differs by ulps between libraries;
@@ -142,12 +147,50 @@ class Workload:
     model: Callable
     floor_fwd: Callable
     floor_bwd: Callable
+    target: tuple[str, float] = ("torch", 0.8)  # ndgrad fwd+bwd <= this times that contender
+    step: bool = False  # a training step: `model(lib)` gives (module, loss_fn); reported per step
 
     def case(self, who: Contender, seed: int = 0) -> Case:
         leaves, consts = self.data(np.random.default_rng(seed))
         if who.lib is None:
             return FloorCase(self.floor_fwd, self.floor_bwd, leaves, consts)
+        if self.step:
+            return StepCase(who.lib, self.model, leaves, consts)
         return FrameworkCase(who.lib, self.model, leaves, consts)
+
+
+class StepCase(Case):
+    """One SGD step of an nn model: zero_grad + forward + loss timed as forward; backward +
+    optimizer step timed as backward."""
+
+    def __init__(self, lib: Any, build: Callable, params: list[np.ndarray], batch: tuple):
+        self.module, self.loss_fn = build(lib)
+        steps._load(lib, self.module, params)
+        self.batch = tuple(lib.from_numpy(np.ascontiguousarray(a)) for a in batch)
+        self.opt = lib.optim.SGD(self.module.parameters(), lr=steps.LR)
+
+    def forward(self) -> Any:
+        self.opt.zero_grad(set_to_none=True)
+        return self.loss_fn(self.module, self.batch)
+
+    def backward(self, out: Any) -> None:
+        out.backward()
+        self.opt.step()
+
+    def result(self, out: Any) -> tuple[float, list[np.ndarray]]:
+        return float(out.item()), [np.array(p.grad.detach().numpy()) for p in self.module.parameters()]
+
+
+def train_steps() -> list[Workload]:
+    """MLP (target: 1.1x the floor), small CNN and transformer block (1.3x PyTorch)."""
+    return [
+        Workload("MLP step 128x784-1024-1024-10", 1, steps.mlp_data, steps.mlp_model,
+                 steps.mlp_floor_fwd, steps.mlp_floor_bwd, ("floor", 1.1), True),
+        Workload("CNN step 32x1x28x28 conv16-pool-conv32-pool-fc", 1, steps.cnn_data,
+                 steps.cnn_model, steps.cnn_floor_fwd, steps.cnn_floor_bwd, ("torch", 1.3), True),
+        Workload("transformer block step 8x64, d128, 4 heads", 1, steps.tf_data, steps.tf_model,
+                 steps.tf_floor_fwd, steps.tf_floor_bwd, ("torch", 1.3), True),
+    ]
 
 
 # (a) chain: x -> x*c -> +d -> tanh -> +e -> ... -> sum. Constants make x* = 0.5 a stable fixed
@@ -259,7 +302,7 @@ def fanout(branches: int, size: int) -> Workload:
 
 def workloads(scale: float = 1.0) -> list[Workload]:
     n = max(4, round(2000 * scale))
-    return [chain(n, 1), chain(n, 16), fanout(max(2, round(500 * scale)), 16)]
+    return [chain(n, 1), chain(n, 16), fanout(max(2, round(500 * scale)), 16)] + train_steps()
 
 
 # --- measuring ---
@@ -274,7 +317,7 @@ def check(w: Workload, cases: dict[str, Case]) -> None:
         case.backward(out)
         results[key] = case.result(out)
     loss, grads = results["floor"]
-    if not all(np.isfinite(g).all() and np.abs(g).min() > 1e-30 for g in grads):
+    if not w.step and not all(np.isfinite(g).all() and np.abs(g).min() > 1e-30 for g in grads):
         raise SystemExit(f"{w.name}: degenerate reference gradient, fix the workload's data")
     for key, (got_loss, got_grads) in results.items():
         ok = np.allclose(got_loss, loss, rtol=RTOL, atol=ATOL) and all(
@@ -354,8 +397,12 @@ def table(results: list[tuple[Workload, dict[str, Stat]]], who: list[Contender])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for w, stats in results:
         rows = [("fwd us/op", "fwd"), ("bwd us/node", "bwd"), ("fwd+bwd us/node", "total")]
+        scale = 1e6 / w.ops
+        if w.step:
+            rows = [("fwd+loss ms", "fwd"), ("bwd+update ms", "bwd"), ("step ms", "total")]
+            scale = 1e3
         for i, (metric, field) in enumerate(rows):
-            us = {c.key: getattr(stats[c.key], field) / w.ops * 1e6 for c in who}
+            us = {c.key: getattr(stats[c.key], field) * scale for c in who}
             cells = [w.name if i == 0 else "", str(w.ops) if i == 0 else "", metric]
             cells += [f"{us[c.key]:.2f}" for c in who]
             if has_torch:
@@ -368,12 +415,14 @@ def table(results: list[tuple[Workload, dict[str, Stat]]], who: list[Contender])
 def verdicts(results: list[tuple[Workload, dict[str, Stat]]]) -> list[str]:
     out = []
     for w, stats in results:
-        if "torch" not in stats:
-            out.append(f"- {w.name}: PyTorch not installed, target not checked")
+        against, limit = w.target
+        label = {"torch": "PyTorch", "floor": "the NumPy floor"}[against]
+        if against not in stats:
+            out.append(f"- {w.name}: {label} not measured, target not checked")
             continue
-        r = stats["ndgrad"].total / stats["torch"].total
-        verdict = "met" if r <= 0.8 else "NOT met"
-        out.append(f"- {w.name}: ndgrad fwd+bwd = {r:.2f}x PyTorch, target <= 0.8x {verdict}")
+        r = stats["ndgrad"].total / stats[against].total
+        verdict = "met" if r <= limit else "NOT met"
+        out.append(f"- {w.name}: ndgrad = {r:.2f}x {label}, target <= {limit}x {verdict}")
     return out
 
 
@@ -399,22 +448,53 @@ def main(argv: list[str] | None = None) -> str:
     ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     ap.add_argument("--no-gc", action="store_true", help="time with the garbage collector off")
     ap.add_argument("--out", default=str(Path(__file__).with_name("results.md")))
+    ap.add_argument("--threads", default="1,2",
+                    help="thread counts for BLAS and PyTorch, one child process each (1,2)")
     args = ap.parse_args(argv)
+    counts = [int(n) for n in args.threads.split(",")]
+    if len(counts) > 1 or os.environ.get("NDGRAD_BENCH_THREADS") != str(counts[0]):
+        return _per_thread_count(counts, argv if argv is not None else sys.argv[1:], args.out)
     global COLLECT
     COLLECT = not args.no_gc
     repeat = args.repeat or (3 if args.quick else 21)
     scale = args.scale or (0.1 if args.quick else 1.0)
 
     who = contenders(not args.no_torch)
+    for c in who:
+        if c.key == "torch":
+            c.lib.set_num_threads(counts[0])
     chosen = [w for w in workloads(scale) if args.only in w.name]
     results = []
     for w in chosen:
         print(f"running {w.name} ...", file=sys.stderr, flush=True)
         results.append((w, measure(w, who, repeat)))
-    text = "\n\n".join([header(who, repeat, scale), table(results, who), "\n".join(verdicts(results))])
+    text = "\n\n".join([header(who, repeat, scale) + f" {counts[0]} thread(s).",
+                         table(results, who), "\n".join(verdicts(results))])
     gc.unfreeze()
     print(text)
     Path(args.out).write_text(text + "\n")
+    return text
+
+
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _per_thread_count(counts: list[int], argv: list[str], out: str) -> str:
+    """Rerun this script once per thread count (BLAS reads its thread count at import, so each
+    count needs a fresh process), then join the reports into one file."""
+    rest = [a for i, a in enumerate(argv) if a != "--threads" and (i == 0 or argv[i - 1] != "--threads")
+            and not a.startswith("--threads=")]
+    parts = []
+    for n in counts:
+        env = dict(os.environ, NDGRAD_BENCH_THREADS=str(n), **{v: str(n) for v in _THREAD_VARS})
+        part = Path(out).with_suffix(f".{n}threads.md")
+        subprocess.run([sys.executable, __file__, *rest, "--threads", str(n), "--out", str(part)],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+        parts.append(part.read_text())
+        part.unlink()
+    text = "\n\n".join(parts)
+    Path(out).write_text(text)
+    print(text)
     return text
 
 

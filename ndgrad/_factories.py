@@ -44,15 +44,22 @@ class Generator:
         return self._seed
 
     def get_state(self) -> Tensor:
-        state = self.rng.bit_generator.state
-        raw = np.frombuffer(repr(state).encode(), dtype=np.uint8).copy()
-        return Tensor._make(raw, None, 0, None)
+        """The PCG64 state as 48 bytes (uint8 tensor): state, increment (128 bits each), the
+        buffered-uint32 flag and value (64 bits each), little-endian."""
+        st = self.rng.bit_generator.state
+        words = (st["state"]["state"], st["state"]["inc"], st["has_uint32"], st["uinteger"])
+        raw = b"".join(w.to_bytes(n, "little") for w, n in zip(words, (16, 16, 8, 8)))
+        return Tensor._make(np.frombuffer(raw, dtype=np.uint8).copy(), None, 0, None)
 
     def set_state(self, state: Tensor) -> "Generator":
-        import ast
-
-        st = ast.literal_eval(bytes(state._data).decode())
-        self.rng.bit_generator.state = st
+        raw = bytes(np.asarray(state._data, dtype=np.uint8))
+        if len(raw) != 48:
+            raise RuntimeError(f"Expected a RNG state of 48 bytes, got {len(raw)}")
+        state_, inc = int.from_bytes(raw[:16], "little"), int.from_bytes(raw[16:32], "little")
+        self.rng.bit_generator.state = {
+            "bit_generator": "PCG64", "state": {"state": state_, "inc": inc},
+            "has_uint32": int.from_bytes(raw[32:40], "little"),
+            "uinteger": int.from_bytes(raw[40:48], "little")}
         return self
 
 

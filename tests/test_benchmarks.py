@@ -22,17 +22,21 @@ def _load():
 def test_quick_run_checks_every_contender_and_writes_a_table(tmp_path):
     run = _load()
     out = tmp_path / "results.md"
-    text = run.main(["--quick", "--scale", "0.02", "--repeat", "1", "--out", str(out)])
+    # Two thread counts, each in a child process; every workload (training steps included) is
+    # checked against the floor's loss and gradients before it is timed.
+    text = run.main(["--quick", "--scale", "0.02", "--repeat", "1", "--threads", "1,2",
+                     "--out", str(out)])
     assert out.read_text().strip() == text.strip()
+    assert "1 thread(s)" in text and "2 thread(s)" in text
     for w in run.workloads(0.02):
-        assert w.name in text
-    assert "fwd+bwd us/node" in text
+        assert text.count(w.name) >= 2
+    assert "fwd+bwd us/node" in text and "step ms" in text
     try:
         import torch  # noqa: F401
     except ImportError:
-        assert "PyTorch not installed" in text
+        assert "PyTorch not measured" in text
     else:
-        assert "ndgrad/PyTorch" in text and "target <= 0.8x" in text
+        assert "ndgrad/PyTorch" in text and "target <= 0.8x" in text and "target <= 1.3x" in text
 
 
 def test_check_rejects_a_wrong_gradient():

@@ -1,1 +1,603 @@
-"""Loss ops."""
+"""Loss functions of ``nn.functional`` (cross_entropy, nll_loss, mse_loss, ..., kl_div).
+
+cross_entropy with class indices is one fused op (``_cross_entropy``): log-softmax and the pick
+of the target's log-probability in a few array operations, and a fused backward
+(``_cross_entropy_backward``: softmax minus the smoothed one-hot, scaled) whose own formulas are
+ndgrad ops, so double backward works. ``nll_loss`` is a fused pair the same way. The other
+losses are composites of existing ops. Reductions use PyTorch's enum: 0 none, 1 mean, 2 sum.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .._tensor import Tensor
+from ..autograd.grad_mode import state as _gs
+from .index import _tname
+from .registry import OPS, defcomposite, defop
+from .samples import nc, sample
+
+_ENUM = {"none": 0, "mean": 1, "sum": 2}
+_make = Tensor._make
+
+
+def _const(a) -> Tensor:
+    return _make(np.asarray(a), None, 0, None)
+
+
+def _legacy_reduction(size_average, reduce) -> str:
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    ret = "none" if not reduce else "mean" if size_average else "sum"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
+                  stacklevel=4)
+    return ret
+
+
+def _reduction(reduction, size_average=None, reduce=None) -> int:
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    r = _ENUM.get(reduction)
+    if r is None:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return r
+
+
+def _reduce(loss, r):
+    return loss if r == 0 else loss.mean() if r == 1 else loss.sum()
+
+
+# --- class-index targets: shared checks and per-position terms ---
+def _check_nll(x, t, w):
+    """PyTorch's checks of nll_loss / cross_entropy with class indices; returns the class dim.
+    (Its ValueErrors are raised by ``_check_batch``: the dispatcher rewords a forward's ValueError.)"""
+    cdim = 0 if x.ndim == 1 else 1
+    C = x.shape[cdim]
+    if x.ndim <= 2:
+        if t.ndim > 1:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+        if w is not None and (w.ndim != 1 or w.shape[0] != C):
+            raise RuntimeError(f"weight tensor should be defined either for all {C} classes or no classes but "
+                               f"got weight tensor of shape: {list(w.shape)}")
+    else:
+        want = (x.shape[0],) + x.shape[2:]
+        if t.shape != want:
+            raise RuntimeError(f"Expected target size {list(want)}, got {list(t.shape)}")
+        if w is not None and w.size != C:
+            raise RuntimeError("weight tensor should be defined either for all or no classes")
+    if t.dtype != np.int64 and t.dtype != np.uint8:
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_tname(t)}")
+    if w is not None and w.dtype != x.dtype:
+        raise RuntimeError(f"expected scalar type {_tname(x)} but found {_tname(w)}")
+    return cdim
+
+
+def _check_batch(x, t):
+    if x.ndim < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {x.ndim})")
+    if x.ndim != 1 and (t.shape[:1] or (1,))[0] != x.shape[0]:
+        raise ValueError(f"Expected input batch_size ({x.shape[0]}) to match target batch_size "
+                         f"({(t.shape[:1] or (1,))[0]}).")
+
+
+def _targets(x, t, w, ignore_index):
+    """(class dim, the index key of each position's target entry (ignored ones at class 0), keep
+    mask or None, per-position class weight or None). Fancy indexing: take_along_axis costs ~3x."""
+    cdim = _check_nll(x, t, w)
+    if x.ndim == 1 and t.ndim == 1:
+        t = t.reshape(())  # NOTE(pytorch): a (C,) input takes a one-element target as unbatched
+    ok = t != ignore_index
+    if ok.all():
+        ok = None
+    else:
+        t = np.where(ok, t, 0)
+    C = x.shape[cdim]
+    if t.size and (t.min() < 0 or t.max() >= C):
+        raise IndexError(f"Target {int(t[(t < 0) | (t >= C)].flat[0])} is out of bounds.")
+    if x.ndim == 1:
+        key = (t,)
+    elif x.ndim == 2:
+        key = (np.arange(x.shape[0]), t)
+    else:
+        pos = np.indices(t.shape, sparse=True)
+        key = (pos[0], t, *pos[1:])
+    return cdim, key, ok, None if w is None else w[t]
+
+
+def _coef(ok, wt, dtype):
+    """Per-position factor of the loss (class weight, 0 where ignored) and the mean's divisor."""
+    if wt is None:
+        if ok is None:
+            return None, None
+        c = ok.astype(dtype)
+    else:
+        c = wt if ok is None else wt * ok
+    return c, c.sum()
+
+
+def _class_view(w, x, cdim):
+    return w.reshape((w.size,) + (1,) * (x.ndim - cdim - 1))
+
+
+# --- nll_loss ---
+def _nll(x, t, reduction, ignore_index, weight):
+    cdim, key, ok, wt = _targets(x, t, weight, ignore_index)
+    loss = -x[key]
+    c, total = _coef(ok, wt, x.dtype)
+    if c is not None:
+        loss = loss * c
+    if reduction == 0:
+        return loss
+    s = loss.sum()
+    if reduction == 2:
+        return s
+    with np.errstate(invalid="ignore", divide="ignore"):  # NOTE(pytorch): all targets ignored gives nan
+        return s / (loss.size if total is None else total)
+
+
+def _nll_bwd(grad, t, shape, reduction, ignore_index, weight):  # grad: the loss's incoming gradient
+    x = np.zeros(shape, grad.dtype)
+    cdim, key, ok, wt = _targets(x, t, weight, ignore_index)
+    c, total = _coef(ok, wt, grad.dtype)
+    g = -grad if reduction != 1 else -grad / ((t.size or 1) if total is None else (total or 1))
+    if c is not None:
+        g = g * c
+    x[key] = g
+    return x
+
+
+# The backward is linear in grad and its adjoint is nll_loss itself.
+nll_loss_backward = defop(
+    "_nll_loss_backward(Tensor grad_output, Tensor target, int[] shape, int reduction, int ignore_index, Any? weight=None)"
+    " -> Tensor", _nll_bwd,
+    {"grad_output": lambda grad, target, reduction, ignore_index, weight:
+        nll_loss_fused(grad, target, reduction, ignore_index, weight)},
+    method=False, api=False).call
+nll_loss_fused = defop(
+    "_nll_loss(Tensor input, Tensor target, int reduction, int ignore_index, Any? weight=None) -> Tensor", _nll,
+    {"input": lambda grad, target, input_shape, reduction, ignore_index, weight:
+        nll_loss_backward(grad, target, input_shape, reduction, ignore_index, weight)},
+    method=False, api=False, node_name="NllLossBackward0").call
+
+
+def _weight_data(weight, input):
+    if weight is None:
+        return None
+    if weight.requires_grad and _gs.grad_enabled:
+        raise RuntimeError("The function 'nll_loss_forward' is not differentiable with respect to argument "
+                           "'weight'. This input cannot have requires_grad True.")
+    return weight._data
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    r = _reduction(reduction, size_average, reduce)
+    _check_batch(input, target)
+    return nll_loss_fused(input, target, r, int(ignore_index), _weight_data(weight, input))
+
+
+# --- cross_entropy ---
+def _ce_terms(x, t, weight, ignore_index, ls):
+    """Per-position pieces of the loss: grad wrt x at a position is ok * (a * softmax - b), with
+    b = wt1 * one_hot(target) + wc; the loss is ok * ((1-ls) * w[t] * nll + ls/C * sum_c w_c nll_c)."""
+    cdim, key, ok, wt = _targets(x, t, weight, ignore_index)
+    C = x.shape[cdim]
+    if not ls:
+        return cdim, key, ok, wt, (1.0 if wt is None else wt), (1.0 if wt is None else wt), 0.0
+    W = C if weight is None else weight.sum()
+    wt1 = (1 - ls) * (1.0 if wt is None else wt)
+    wc = ls / C if weight is None else (ls / C) * _class_view(weight, x, cdim)
+    return cdim, key, ok, wt, wt1 + (ls / C) * W, wt1, wc
+
+
+def _ce(x, t, reduction, ignore_index, label_smoothing, weight):
+    cdim, key, ok, wt = _targets(x, t, weight, ignore_index)
+    z = x - x.max(cdim, keepdims=True)
+    lse = np.log(np.exp(z).sum(cdim, keepdims=True))
+    loss = np.squeeze(lse, cdim) - z[key]
+    if wt is not None:
+        loss = loss * wt
+    ls = label_smoothing
+    if ls:
+        C = x.shape[cdim]
+        if weight is None:
+            smooth = C * np.squeeze(lse, cdim) - z.sum(cdim)
+        else:
+            smooth = ((lse - z) * _class_view(weight, x, cdim)).sum(cdim)
+        loss = (1 - ls) * loss + (ls / C) * smooth
+    c, total = _coef(ok, wt, x.dtype)
+    if ok is not None:
+        loss = loss * ok
+    if reduction == 0:
+        return loss.astype(x.dtype, copy=False)
+    s = loss.sum()
+    if reduction == 2:
+        return s
+    with np.errstate(invalid="ignore", divide="ignore"):  # NOTE(pytorch): all targets ignored gives nan
+        return s / (loss.size if total is None else total)
+
+
+def _ce_scale(grad, t, ok, wt, reduction, cdim, dtype):
+    """The incoming gradient per position (for 'mean' divided by the total weight), times ok."""
+    c, total = _coef(ok, wt, dtype)
+    if reduction == 1:
+        n = t.size if total is None else total
+        grad = grad / (n or 1)  # all ignored: every position's factor is 0 anyway
+    elif reduction == 0:
+        grad = np.expand_dims(grad, cdim)
+    return grad if ok is None else grad * np.expand_dims(ok, cdim)
+
+
+def _ce_bwd(grad, x, t, reduction, ignore_index, label_smoothing, weight):
+    cdim, key, ok, wt, a, wt1, wc = _ce_terms(x, t, weight, ignore_index, label_smoothing)
+    e = np.exp(x - x.max(cdim, keepdims=True))
+    p = e / e.sum(cdim, keepdims=True)
+    out = p if type(a) is float and a == 1.0 else p * np.expand_dims(a, cdim)
+    if type(wc) is not float or wc:
+        out = out - wc
+    out[key] -= wt1
+    out *= _ce_scale(grad, t, ok, wt, reduction, cdim, x.dtype)
+    return out
+
+
+def _ce_double(grad, input, target, reduction, ignore_index, label_smoothing, weight):
+    """Constants of the backward's own derivatives: the class dim, a (per position, expanded),
+    b (dense) and the per-position scale's constant part k (ok, over the total for 'mean')."""
+    x, t = input._data, target._data
+    cdim, key, ok, wt, a, wt1, wc = _ce_terms(x, t, weight, ignore_index, label_smoothing)
+    a = np.expand_dims(np.asarray(a, x.dtype), cdim) if np.ndim(a) else np.asarray(a, x.dtype)
+    b = np.zeros(x.shape, x.dtype) + wc
+    b[key] += wt1
+    one = np.ones(grad.shape, x.dtype)
+    k = _ce_scale(one, t, ok, wt, reduction, cdim, x.dtype)
+    g = grad.unsqueeze(cdim) if reduction == 0 else grad
+    return cdim, _const(a), _const(b), _const(k), g
+
+
+def _ce_bwd_grad_grad(grad, grad_output, input, target, reduction, ignore_index, label_smoothing, weight):
+    # d/d grad of  g * k * (a * p - b):  sum over classes of G * k * (a * p - b), reduced like the loss
+    cdim, a, b, k, _ = _ce_double(grad_output, input, target, reduction, ignore_index, label_smoothing, weight)
+    out = (grad * k * (input.softmax(cdim) * a - b)).sum(cdim)
+    return out if reduction == 0 else out.sum()
+
+
+def _ce_bwd_input_grad(grad, grad_output, input, target, reduction, ignore_index, label_smoothing, weight):
+    # d/d input of  s * (a * softmax(input) - b):  softmax's vjp of H = G * s * a
+    cdim, a, b, k, g = _ce_double(grad_output, input, target, reduction, ignore_index, label_smoothing, weight)
+    p = input.softmax(cdim)
+    H = grad * (g * k * a)
+    return p * (H - (H * p).sum(cdim, keepdim=True))
+
+
+cross_entropy_backward = defop(
+    "_cross_entropy_backward(Tensor grad_output, Tensor input, Tensor target, int reduction, int ignore_index, "
+    "float label_smoothing, Any? weight=None) -> Tensor", _ce_bwd,
+    {"grad_output": _ce_bwd_grad_grad, "input": _ce_bwd_input_grad}, method=False, api=False).call
+cross_entropy_fused = defop(
+    "_cross_entropy(Tensor input, Tensor target, int reduction, int ignore_index, float label_smoothing, "
+    "Any? weight=None) -> Tensor", _ce,
+    {"input": lambda grad, input, target, reduction, ignore_index, label_smoothing, weight:
+        cross_entropy_backward(grad, input, target, reduction, ignore_index, label_smoothing, weight)},
+    method=False, api=False, node_name="CrossEntropyLossBackward0").call
+
+
+def _ce_probs(input, target, weight, r, ls):
+    cdim = 0 if input.ndim == 1 else 1
+    C = input.shape[cdim]
+    logp = input.log_softmax(cdim)
+    if ls:
+        target = target * (1 - ls) + ls / C
+    if weight is not None:
+        logp = logp * weight.reshape((C,) + (1,) * (input.ndim - cdim - 1))
+    loss = -(logp * target).sum(cdim)
+    if r == 1:
+        return loss.sum() / (input.numel() // C)
+    return loss.sum() if r == 2 else loss
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    r = _reduction(reduction, size_average, reduce)
+    ls = float(label_smoothing)
+    if not 0.0 <= ls <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {ls}")
+    if input.shape == target.shape:  # class probabilities
+        if target.dtype.is_floating_point is False:
+            raise RuntimeError("Expected floating point type for target with class probabilities, got "
+                               f"{_tname(target._data)}")
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
+        return _ce_probs(input, target, weight, r, ls)
+    if not input.dtype.is_floating_point:
+        input.log_softmax(0 if input.ndim == 1 else 1)  # raises PyTorch's "not implemented for" error
+    _check_batch(input, target)
+    return cross_entropy_fused(input, target, r, int(ignore_index), ls, _weight_data(weight, input))
+
+
+# --- samples of the class-index losses ---
+def _class_samples(rng, probs):
+    def r(*s):
+        return rng.standard_normal(s)
+
+    w = rng.uniform(0.5, 2.0, 5)
+    t = np.array([0, 4, 2, 1])
+    ti = np.array([0, -100, 2, 4])
+    out = [
+        sample("2d", r(4, 5), t),
+        sample("nc", nc(r(4, 5)), t),
+        sample("ignore", r(4, 5), ti),
+        sample("ignore_custom_sum", r(4, 5), t, ignore_index=2, reduction="sum"),
+        sample("weight", r(4, 5), t, weight=w),
+        sample("weight_ignore", r(4, 5), ti, weight=w),
+        sample("weight_ignore_sum", r(4, 5), ti, weight=w, reduction="sum"),
+        sample("weight_ignore_none", r(4, 5), ti, weight=w, reduction="none"),
+        sample("none", r(4, 5), t, reduction="none"),
+        sample("nd", r(2, 3, 4), np.array([[0, 2, 1, 1], [2, -100, 0, 1]])),
+        sample("nd_none_weight", r(2, 3, 2, 2), np.array([[[0, 2], [1, 1]], [[2, 0], [0, 1]]]),
+               weight=w[:3], reduction="none"),
+        sample("unbatched", r(5), np.array(3)),
+        sample("unbatched_none", r(5), np.array(1), reduction="none"),
+        sample("byte_target", r(3, 4), np.array([1, 0, 3], np.uint8)),
+    ]
+    if probs:
+        p = rng.uniform(0.1, 1.0, (4, 5))
+        out += [
+            sample("ls", r(4, 5), ti, label_smoothing=0.2),
+            sample("ls_weight_none", r(4, 5), ti, weight=w, label_smoothing=0.3, reduction="none"),
+            sample("ls_weight_mean", r(4, 5), ti, weight=w, label_smoothing=0.1),
+            sample("ls_nd_sum", r(2, 3, 4), np.array([[0, 2, 1, 1], [2, -100, 0, 1]]), label_smoothing=0.25,
+                   reduction="sum"),
+            sample("prob", r(4, 5), p / p.sum(1, keepdims=True)),
+            sample("prob_weight_ls", r(4, 5), p, weight=w, label_smoothing=0.2),
+            sample("prob_nd_none", r(2, 3, 4), rng.uniform(0, 1, (2, 3, 4)), reduction="none"),
+            sample("prob_unbatched_sum", r(5), rng.uniform(0, 1, 5), reduction="sum"),
+        ]
+    return out
+
+
+defcomposite(cross_entropy, samples=lambda rng: _class_samples(rng, True), api="nn.functional.cross_entropy",
+             method=False)
+defcomposite(nll_loss, samples=lambda rng: _class_samples(rng, False), api="nn.functional.nll_loss",
+             method=False)
+
+
+# --- regression losses ---
+def _size_warning(input, target):
+    if target.shape != input.shape:
+        warnings.warn(f"Using a target size ({target.size()}) that is different to the input size "
+                      f"({input.size()}). This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", stacklevel=3)
+
+
+def _weighted(loss, weight, input, reduction, plain_mean=False):
+    """PyTorch's elementwise-weighted reduction: the weighted mean divides by the weights' sum
+    (huber_loss's by the element count)."""
+    if weight.shape != input.shape:
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.mean() if plain_mean else loss.sum() / weight.sum()
+    raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
+
+
+def _pointwise_loss(elementwise, input, target, size_average, reduce, reduction, weight, plain_mean=False):
+    _size_warning(input, target)
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    if weight is None:
+        return _reduce(elementwise(input - target), _reduction(reduction))
+    return _weighted(elementwise(input - target), weight, input, reduction, plain_mean)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    return _pointwise_loss(lambda d: d * d, input, target, size_average, reduce, reduction, weight)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    return _pointwise_loss(lambda d: d.abs(), input, target, size_average, reduce, reduction, weight)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    _size_warning(input, target)
+    r = _reduction(reduction, size_average, reduce)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    d = input - target
+    ad = d.abs()
+    if beta == 0:
+        return _reduce(ad, r)
+    return _reduce(OPS["where.self"].call(ad < beta, d * d * (0.5 / beta), ad - 0.5 * beta), r)
+
+
+def _huber(delta):
+    def f(d):
+        ad = d.abs()
+        return OPS["where.self"].call(ad < delta, d * d * 0.5, (ad - 0.5 * delta) * delta)
+
+    return f
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    if delta <= 0:
+        _size_warning(input, target)
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    return _pointwise_loss(_huber(delta), input, target, None, None, reduction, weight, True)
+
+
+def _regression_samples(int_target=True, **extra):
+    def make(rng):
+        def r(*s):
+            return rng.uniform(-2, 2, s)
+
+        out = [sample("same", r(3, 4), r(3, 4)),
+               sample("nc_sum", nc(r(3, 4)), r(3, 4), reduction="sum"),
+               sample("none", r(3, 4), r(3, 4), reduction="none"),
+               sample("0d", r(), r())]
+        if int_target:  # (torch's huber_loss backward fails on an integer target)
+            out.append(sample("int_target", r(3, 4), rng.integers(-2, 3, (3, 4)), reduction="sum"))
+        for k, v in extra.items():
+            out += [sample(k, r(3, 4), r(3, 4), **{k: v}), sample(k + "_none", r(2, 3), r(2, 3), reduction="none",
+                                                                   **{k: v})]
+        return out
+
+    return make
+
+
+def _weight_samples(rng):
+    return [sample("weight", rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (3, 4)),
+                   weight=rng.uniform(0.5, 2, (3, 4))),
+            sample("weight_sum", rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (3, 4)),
+                   weight=rng.uniform(0.5, 2, (3, 4)), reduction="sum")]
+
+
+def _with(*makers):
+    return lambda rng: [s for m in makers for s in m(rng)]
+
+
+defcomposite(mse_loss, samples=_with(_regression_samples(), _weight_samples), api="nn.functional.mse_loss",
+             method=False)
+defcomposite(l1_loss, samples=_with(_regression_samples(), _weight_samples), api="nn.functional.l1_loss",
+             method=False)
+defcomposite(smooth_l1_loss, samples=_regression_samples(beta=0.5), api="nn.functional.smooth_l1_loss",
+             method=False)
+defcomposite(huber_loss, samples=_with(_regression_samples(False, delta=0.7), _weight_samples),
+             api="nn.functional.huber_loss", method=False)
+
+
+# --- binary cross entropy ---
+def _bce(x, t):
+    if ((x < 0) | (x > 1)).any():
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    with np.errstate(divide="ignore"):  # NOTE(pytorch): log is clamped at -100, so log(0) is finite
+        return -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log1p(-x), -100))
+
+
+_EPS = 1e-12
+
+# A primitive, not a composite: the clamped logs' chain rule gives 0 * inf = nan at x = 0 or 1.
+bce_elementwise = defop(
+    "_binary_cross_entropy(Tensor self, Tensor target) -> Tensor", _bce,
+    {"self": lambda grad, self, target: grad * (self - target) / (self * (1 - self)).clamp(min=_EPS),
+     # NOTE(pytorch): unclamped here, so infinite at x = 0 or 1
+     "target": lambda grad, self: grad * ((-self).log1p() - self.log())},
+    method=False, api=False, node_name="BinaryCrossEntropyBackward0").call
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    r = _reduction(reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Using a target size ({target.size()}) that is different to the input size "
+                         f"({input.size()}) is deprecated. Please ensure they have the same size.")
+    if target.dtype != input.dtype:
+        raise RuntimeError(f"Found dtype {_tname(target._data)} but expected {_tname(input._data)}")
+    loss = bce_elementwise(input, target)
+    if weight is not None:
+        try:
+            np.broadcast_shapes(weight.shape, input.shape)
+            ok = len(weight.shape) <= len(input.shape)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"Attempting to broadcast a dimension of length {weight.shape[-1]} at -1! "
+                               f"Mismatching argument at index 1 had {weight.size()}; but expected shape "
+                               f"should be broadcastable to {list(input.shape)}")
+        loss = loss * weight.to(input.dtype)  # the kernel computes in the input's dtype
+    return _reduce(loss, r)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    r = _reduction(reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Target size ({target.size()}) must be the same as input size ({input.size()})")
+    # (1 - t) x + (1 + (pw - 1) t) log(1 + e^-x), with softplus for a stable log(1 + e^-x)
+    sp = OPS["softplus"].call(-input)
+    if pos_weight is not None:
+        sp = sp * ((pos_weight.to(input.dtype) - 1) * target + 1)
+    loss = (1 - target) * input + sp
+    if weight is not None:
+        loss = loss * weight.to(input.dtype)  # the kernel computes in the input's dtype
+    return _reduce(loss, r)
+
+
+def _bce_samples(logits):
+    def make(rng):
+        def x(*s):
+            return rng.uniform(-3, 3, s) if logits else rng.uniform(0.1, 0.9, s)
+
+        def t(*s):
+            return rng.uniform(0, 1, s)
+
+        out = [sample("same", x(3, 4), t(3, 4)),
+               sample("nc_none", nc(x(3, 4)), t(3, 4), reduction="none"),
+               sample("0d", x(), t()),
+               sample("weight", x(3, 4), t(3, 4), weight=rng.uniform(0.5, 2, (4,))),
+               sample("weight_sum", x(2, 3), t(2, 3), weight=rng.uniform(0.5, 2, (2, 3)), reduction="sum"),
+               sample("hard_targets", x(3, 4), (rng.uniform(0, 1, (3, 4)) > 0.5).astype(float), no_grad=(1,))]
+        if logits:
+            out += [sample("pos_weight", x(3, 4), t(3, 4), pos_weight=rng.uniform(0.5, 2, (4,))),
+                    sample("pos_weight_weight_none", x(3, 4), t(3, 4), weight=rng.uniform(0.5, 2, (3, 1)),
+                           pos_weight=rng.uniform(0.5, 2, (4,)), reduction="none"),
+                    sample("large", np.array([-40.0, -5.0, 0.0, 5.0, 40.0]), t(5))]
+        else:
+            out.append(sample("edges", np.array([0.0, 1.0, 0.5]), np.array([0.0, 1.0, 0.3]), no_grad=(0, 1)))
+        return out
+
+    return make
+
+
+defcomposite(binary_cross_entropy, samples=_bce_samples(False), api="nn.functional.binary_cross_entropy",
+             method=False)
+defcomposite(binary_cross_entropy_with_logits, samples=_bce_samples(True),
+             api="nn.functional.binary_cross_entropy_with_logits", method=False)
+
+
+# --- kl_div ---
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      stacklevel=2)
+    r = 2 if reduction == "batchmean" else _reduction(reduction)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        # target * log(target) with 0 log 0 = 0 (xlogy), its gradient finite at 0
+        loss = target * target.masked_fill(target == 0, 1).log() - target * input
+    loss = _reduce(loss, r)
+    if reduction == "batchmean" and input.ndim != 0:
+        loss = loss / input.shape[0]
+    return loss
+
+
+def _kl_samples(rng):
+    def lp(*s):
+        return np.asarray(np.log(rng.uniform(0.1, 1, s)))
+
+    def p(*s):
+        return rng.uniform(0.1, 1, s)
+
+    return [sample("mean", lp(3, 4), p(3, 4)),
+            sample("batchmean", lp(3, 4), p(3, 4), reduction="batchmean"),
+            sample("sum_nc", nc(lp(3, 4)), p(3, 4), reduction="sum"),
+            sample("none_bcast", lp(3, 4), p(4), reduction="none"),
+            sample("log_target", lp(3, 4), lp(3, 4), reduction="batchmean", log_target=True),
+            sample("log_target_none", lp(2, 3), lp(2, 3), reduction="none", log_target=True),
+            sample("zero_target", lp(2, 3), np.array([[0.0, 0.5, 0.5], [0.2, 0.0, 0.8]]), reduction="sum",
+                   no_grad=(1,)),
+            sample("0d_batchmean", lp(), p(), reduction="batchmean")]
+
+
+defcomposite(kl_div, samples=_kl_samples, api="nn.functional.kl_div", method=False)

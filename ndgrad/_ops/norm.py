@@ -1,1 +1,444 @@
-"""Normalization, dropout, embedding and attention ops."""
+"""Normalization, embedding, one-hot and attention ops (``nn.functional``).
+
+The norms (layer, batch, group, RMS) are primitives: a fused NumPy forward, and one backward
+formula per op that recomputes the statistics from the input with ndgrad ops (a few large array
+ops, and differentiable again, so double backward works). ``batch_norm`` updates the running
+statistics in place in its forward, as PyTorch does. Attention is a composite of matmul/softmax.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _dtype as D
+from .._tensor import Tensor
+from .registry import defcomposite, defop
+from .samples import nc, sample
+
+
+# --- shared pieces of the norm formulas (ndgrad ops, so they differentiate again) ---
+def _standardize(x, dims, eps):
+    """``(x - mean) * rstd`` over ``dims`` and ``rstd``, both keeping dims."""
+    xc = x - x.mean(dims, keepdim=True)
+    rstd = ((xc * xc).mean(dims, keepdim=True) + eps).rsqrt()
+    return xc * rstd, rstd
+
+
+def _norm_input_grad(g, xhat, rstd, dims):
+    """Gradient of ``xhat = standardize(x)`` given ``g = dL/dxhat``: the fused textbook form."""
+    return rstd * (g - g.mean(dims, keepdim=True) - xhat * (g * xhat).mean(dims, keepdim=True))
+
+
+def _sum_except(t, keep):
+    dims = tuple(d for d in range(t.dim()) if d not in keep)
+    return t.sum(dims) if dims else t
+
+
+def _np_standardize(x, axes, eps):
+    xc = x - x.mean(axis=axes, keepdims=True)
+    var = np.mean(xc * xc, axis=axes, keepdims=True)
+    xc *= 1.0 / np.sqrt(var + eps)
+    return xc
+
+
+def _affine(out, weight, bias, shape=None):
+    if weight is not None:
+        out *= weight if shape is None else weight.reshape(shape)
+    if bias is not None:
+        out += bias if shape is None else bias.reshape(shape)
+    return out
+
+
+# --- layer_norm ---
+def _check_normalized(x, normalized_shape, weight, bias, star="*, "):
+    ns = list(normalized_shape)
+    if not ns:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+                           f"least one element, but got normalized_shape = {ns}")
+    for nm, t in (("weight", weight), ("bias", bias)):
+        if t is not None and list(t.shape) != ns:
+            raise RuntimeError(f"Expected {nm} to be of same shape as normalized_shape, but got {nm} of shape "
+                               f"{list(t.shape)} and normalized_shape = {ns}")
+    if x.ndim < len(ns) or list(x.shape[x.ndim - len(ns):]) != ns:
+        inner = ", ".join(map(str, ns))
+        raise RuntimeError(f"Given normalized_shape={ns}, expected input with shape [{star}{inner}], but got "
+                           f"input of size{list(x.shape)}")
+    return tuple(range(x.ndim - len(ns), x.ndim))
+
+
+def _layer_norm(x, normalized_shape, weight, bias, eps):
+    axes = _check_normalized(x, normalized_shape, weight, bias)
+    return _affine(_np_standardize(x, axes, eps), weight, bias)
+
+
+def _layer_norm_grad(grad, input, weight, normalized_shape, eps, needs):
+    n = input.dim()
+    dims = tuple(range(n - len(normalized_shape), n))
+    xhat, rstd = _standardize(input, dims, eps)
+    g = grad if weight is None else grad * weight
+    dx = _norm_input_grad(g, xhat, rstd, dims) if needs[0] else None
+    dw = _sum_except(grad * xhat, dims) if needs[1] else None
+    db = _sum_except(grad, dims) if needs[2] else None
+    return dx, dw, db
+
+
+def _layer_norm_samples(rng):
+    def r(*s):
+        return rng.standard_normal(s)
+
+    return [sample("affine", r(3, 4), [4], r(4), r(4)),
+            sample("no_affine_2dims", r(2, 3, 4), (3, 4)),
+            sample("weight_only_nc", nc(r(2, 5)), [5], r(5), eps=1e-3),
+            sample("bias_only", r(3, 4), [4], None, r(4)),
+            sample("1d", r(5), [5], r(5), r(5)),
+            sample("3d_all", r(2, 2, 3), [2, 2, 3], r(2, 2, 3), r(2, 2, 3))]
+
+
+layer_norm = defop("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+                   "float eps=1e-05) -> Tensor", _layer_norm,
+                   {("input", "weight", "bias"): _layer_norm_grad}, node_name="NativeLayerNormBackward0",
+                   api="nn.functional.layer_norm", method=False, samples=_layer_norm_samples).call
+
+
+# --- rms_norm ---
+def _rms_eps(x, eps):
+    return float(np.finfo(x.dtype).eps) if eps is None else eps
+
+
+def _rms_norm(x, normalized_shape, weight, eps):
+    axes = _check_normalized(x, normalized_shape, weight, None, star="*")
+    out = x * (1.0 / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + _rms_eps(x, eps)))
+    return _affine(out, weight, None)
+
+
+def _rms_norm_grad(grad, input, weight, normalized_shape, eps, needs):
+    n = input.dim()
+    dims = tuple(range(n - len(normalized_shape), n))
+    rstd = ((input * input).mean(dims, keepdim=True) + _rms_eps(input._data, eps)).rsqrt()
+    xhat = input * rstd
+    g = grad if weight is None else grad * weight
+    dx = rstd * (g - xhat * (g * xhat).mean(dims, keepdim=True)) if needs[0] else None
+    dw = _sum_except(grad * xhat, dims) if needs[1] else None
+    return dx, dw
+
+
+def _rms_norm_samples(rng):
+    def r(*s):
+        return rng.standard_normal(s)
+
+    return [sample("affine", r(3, 4), [4], r(4)),
+            sample("no_weight_2dims", r(2, 3, 4), (3, 4)),
+            sample("eps_nc", nc(r(2, 5)), [5], r(5), eps=1e-2),
+            sample("1d", r(5), [5], r(5))]
+
+
+rms_norm = defop("rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor",
+                 _rms_norm, {("input", "weight"): _rms_norm_grad}, node_name="RmsNormBackward0",
+                 api="nn.functional.rms_norm", method=False, samples=_rms_norm_samples).call
+
+
+# --- group_norm ---
+def _group_norm(x, num_groups, weight, bias, eps):
+    if x.ndim < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {x.ndim}")
+    n, c = x.shape[:2]
+    if c % num_groups:
+        raise RuntimeError("Expected number of channels in input to be divisible by num_groups, but got input "
+                           f"of shape {list(x.shape)} and num_groups={num_groups}")
+    for nm, t in (("weight", weight), ("bias", bias)):
+        if t is not None and (t.ndim != 1 or t.shape[0] != c):
+            raise RuntimeError(f"Expected {nm} to be a vector of size equal to the number of channels in input, "
+                               f"but got {nm} of shape {list(t.shape)} and input of shape {list(x.shape)}")
+    out = _np_standardize(x.reshape(n, num_groups, -1), 2, eps).reshape(x.shape)
+    return _affine(out, weight, bias, (c,) + (1,) * (x.ndim - 2))
+
+
+def _group_norm_grad(grad, input, weight, num_groups, eps, needs):
+    shape = input.shape
+    n, c = shape[:2]
+    xhat, rstd = _standardize(input.reshape(n, num_groups, -1), (2,), eps)
+    g = grad if weight is None else grad * weight.reshape((c,) + (1,) * (len(shape) - 2))
+    dx = _norm_input_grad(g.reshape(n, num_groups, -1), xhat, rstd, (2,)).reshape(shape) if needs[0] else None
+    xhat = xhat.reshape(shape)
+    dw = _sum_except(grad * xhat, (1,)) if needs[1] else None
+    db = _sum_except(grad, (1,)) if needs[2] else None
+    return dx, dw, db
+
+
+def _group_norm_samples(rng):
+    def r(*s):
+        return rng.standard_normal(s)
+
+    return [sample("affine", r(2, 6, 3), 3, r(6), r(6)),
+            sample("no_affine_4d", r(2, 4, 2, 3), 2),
+            sample("2d_one_group_nc", nc(r(3, 4)), 1, r(4), None, eps=1e-3),
+            sample("per_channel", r(2, 4, 3), 4, r(4))]
+
+
+group_norm = defop("group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
+                   "float eps=1e-05) -> Tensor", _group_norm,
+                   {("input", "weight", "bias"): _group_norm_grad}, node_name="NativeGroupNormBackward0",
+                   api="nn.functional.group_norm", method=False, samples=_group_norm_samples).call
+
+
+# --- batch_norm ---
+def _batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps):
+    if momentum is None:
+        raise TypeError("batch_norm(): argument 'momentum' (position 7) must be float, not NoneType")
+    c = x.shape[1] if x.ndim > 1 else 0
+    for nm, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                  ("bias", bias)):
+        if t is not None and t.size != c:
+            raise RuntimeError(f"{nm} should contain {c} elements not {t.size}")
+    shape = (c,) + (1,) * (x.ndim - 2)
+    axes = (0,) + tuple(range(2, x.ndim))
+    if training:
+        count = x.size // max(c, 1)
+        if count == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"ndgrad.Size({list(x.shape)})")
+        mean = x.mean(axis=axes, keepdims=True)
+        xc = x - mean
+        var = np.mean(xc * xc, axis=axes, keepdims=True)
+        if running_mean is not None:  # PyTorch updates the running stats in place
+            running_mean *= 1 - momentum
+            running_mean += momentum * mean.reshape(-1).astype(running_mean.dtype)
+        if running_var is not None:  # with the unbiased variance
+            running_var *= 1 - momentum
+            running_var += (momentum * count / (count - 1)) * var.reshape(-1).astype(running_var.dtype)
+        xc *= 1.0 / np.sqrt(var + eps)
+        return _affine(xc, weight, bias, shape)
+    if running_mean is None or running_var is None:
+        raise RuntimeError(f"running_{'mean' if running_mean is None else 'var'} must be defined in evaluation mode")
+    rstd = (1.0 / np.sqrt(running_var + eps)).astype(x.dtype)
+    out = (x - running_mean.reshape(shape).astype(x.dtype)) * rstd.reshape(shape)
+    return _affine(out, weight, bias, shape)
+
+
+def _batch_norm_grad(grad, input, running_mean, running_var, weight, training, eps, needs):
+    nd_ = input.dim()
+    shape = (input.shape[1],) + (1,) * (nd_ - 2)
+    dims = (0,) + tuple(range(2, nd_))
+    if training:
+        xhat, rstd = _standardize(input, dims, eps)
+    else:
+        rstd = (running_var.to(input.dtype) + eps).rsqrt().reshape(shape)
+        xhat = (input - running_mean.to(input.dtype).reshape(shape)) * rstd
+    g = grad if weight is None else grad * weight.reshape(shape)
+    dx = None
+    if needs[0]:
+        dx = _norm_input_grad(g, xhat, rstd, dims) if training else g * rstd
+    dw = _sum_except(grad * xhat, (1,)) if needs[3] else None
+    db = _sum_except(grad, (1,)) if needs[4] else None
+    return dx, dw, db
+
+
+def _batch_norm_samples(rng):
+    def r(*s):
+        return rng.standard_normal(s)
+
+    def stats(c):
+        return r(c), rng.uniform(0.5, 2.0, c)
+
+    return [sample("train_affine", r(4, 3), *stats(3), r(3), r(3), True, no_grad=(1, 2)),
+            sample("train_4d", r(2, 3, 2, 2), *stats(3), r(3), r(3), True, 0.3, no_grad=(1, 2)),
+            sample("train_no_stats_3d_nc", nc(r(2, 3, 4)), None, None, None, None, True),
+            sample("eval", r(4, 3), *stats(3), r(3), r(3), False, no_grad=(1, 2)),
+            sample("eval_no_affine_3d", r(2, 3, 4), *stats(3), training=False, eps=1e-3, no_grad=(1, 2))]
+
+
+batch_norm = defop("batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, "
+                   "Tensor? bias=None, bool training=False, float momentum=0.1, float eps=1e-05) -> Tensor",
+                   _batch_norm, {("input", "weight", "bias"): _batch_norm_grad},
+                   node_name="NativeBatchNormBackward0", api="nn.functional.batch_norm", method=False,
+                   samples=_batch_norm_samples).call
+
+
+# --- embedding ---
+def _embedding_checks(x, weight, padding_idx):
+    if x.dtype not in (np.int64, np.int32):
+        name = D._FROM_NP[x.dtype].legacy if x.dtype in D._FROM_NP else str(x.dtype)
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got ndgrad.{name} instead (while checking arguments for embedding)")
+    if weight.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    if x.size and (x.min() < 0 or x.max() >= weight.shape[0]):
+        raise IndexError("index out of range in self")
+
+
+def _padding_index(padding_idx, num):
+    if padding_idx is None:
+        return None
+    if not -num <= padding_idx < num:
+        raise AssertionError("Padding_idx must be within num_embeddings")
+    return padding_idx + num if padding_idx < 0 else padding_idx
+
+
+def _embedding(x, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse):
+    _padding_index(padding_idx, weight.shape[0] if weight.ndim else 0)
+    _embedding_checks(x, weight, padding_idx)
+    if max_norm is not None:  # PyTorch renormalises the looked-up rows of weight in place
+        rows = np.unique(x)
+        w = weight[rows]
+        norms = np.linalg.norm(w, ord=norm_type, axis=1) if norm_type != 2 else np.sqrt((w * w).sum(1))
+        big = norms > max_norm
+        weight[rows[big]] = w[big] * (max_norm / (norms[big] + 1e-7))[:, None]
+    return weight[x]
+
+
+def _embedding_grad(grad, input, weight_shape, padding_idx, scale_grad_by_freq):
+    idx = input.reshape(-1)
+    g = grad.reshape(-1, weight_shape[1])
+    num = weight_shape[0]
+    pad = _padding_index(padding_idx, num)
+    if pad is not None or scale_grad_by_freq:
+        keep = np.ones(idx.shape[0], grad._data.dtype)
+        ia = idx._data
+        if pad is not None:
+            keep[ia == pad] = 0
+        if scale_grad_by_freq:
+            keep /= np.bincount(ia, minlength=num)[ia]
+        g = g * Tensor._make(keep[:, None], None, 0, None)
+    return g.new_zeros(weight_shape).index_add(0, idx, g)
+
+
+def _embedding_samples(rng):
+    w = rng.standard_normal((5, 3))
+    i = np.array([[0, 2, 4], [2, 2, 1]])
+    return [sample("2d_idx", i, w),
+            sample("1d_idx_int32", np.array([4, 0, 3], np.int32), w),
+            sample("0d_idx", np.array(3), w),
+            # not true gradients (finite differences disagree): tests/nn/test_norm_attention.py checks them
+            sample("padding", i, w, padding_idx=2, no_grad=(1,)),
+            sample("neg_padding", i, w, padding_idx=-1, no_grad=(1,)),
+            sample("freq", i, w, scale_grad_by_freq=True, no_grad=(1,)),
+            sample("empty", np.zeros((0,), np.int64), w)]
+
+
+embedding = defop("embedding(Tensor input, Tensor weight, int? padding_idx=None, float? max_norm=None, "
+                  "float norm_type=2.0, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
+                  _embedding, {"weight": _embedding_grad}, node_name="EmbeddingBackward0",
+                  api="nn.functional.embedding", method=False, samples=_embedding_samples).call
+
+
+# --- one_hot ---
+def _one_hot(x, num_classes):
+    if x.dtype != np.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if x.size == 0 and num_classes == -1:
+        raise RuntimeError("Can not infer total number of classes from empty tensor.")
+    if x.size and x.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if num_classes == -1:
+        num_classes = int(x.max()) + 1
+    elif x.size and (num_classes < 0 or x.max() >= num_classes):
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    out = np.zeros(x.shape + (num_classes,), np.int64)
+    np.put_along_axis(out, x[..., None], 1, axis=-1)
+    return out
+
+
+def _one_hot_samples(rng):
+    return [sample("1d", np.array([0, 2, 1, 2])),
+            sample("2d_n", np.array([[0, 3], [1, 1]]), 5),
+            sample("0d", np.array(2), 4),
+            sample("empty_n", np.zeros((0,), np.int64), 3)]
+
+
+defop("one_hot(Tensor self, int num_classes=-1) -> Tensor", _one_hot, api="nn.functional.one_hot",
+      method=False, samples=_one_hot_samples)
+
+
+# --- scaled_dot_product_attention ---
+def _sdpa_checks(q, k, v, attn_mask, is_causal, enable_gqa):
+    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
+        raise RuntimeError("Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
+                           f"{q.dim()} key.dim: {k.dim()} and value.dim: {v.dim()} instead.")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise RuntimeError("Expected query, key, and value to have the same dtype, but got query.dtype: "
+                           f"{_cname(q)} key.dtype: {_cname(k)} and value.dtype: {_cname(v)} instead.")
+    if attn_mask is not None:
+        if is_causal:
+            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
+                               "is_causal=True")
+        if attn_mask.dtype != D.bool_ and not attn_mask.dtype.is_floating_point:
+            raise RuntimeError("Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+                               f"attn_mask.dtype: {_cname(attn_mask)} and  query.dtype: {_cname(q)} instead.")
+    if enable_gqa and q.dim() >= 3 and (q.shape[-3] % k.shape[-3] or q.shape[-3] % v.shape[-3]):
+        raise RuntimeError("Number of heads in key and value must divide the number of heads in ")
+
+
+_CNAMES = {"float32": "float", "float64": "double", "int64": "long int", "int32": "int", "float16": "c10::Half",
+           "bfloat16": "c10::BFloat16", "bool": "bool", "int16": "short int", "int8": "signed char",
+           "uint8": "unsigned char"}
+
+
+def _cname(t):
+    return _CNAMES.get(str(t.dtype).split(".")[-1], str(t.dtype))
+
+
+def _repeat_heads(t, n):
+    """Repeat each head ``n`` times along dim -3 (``repeat_interleave``), for grouped-query attention."""
+    if n == 1:
+        return t
+    s = tuple(t.shape)
+    return t.unsqueeze(-3).expand(s[:-2] + (n,) + s[-2:]).reshape(s[:-3] + (s[-3] * n,) + s[-2:])
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """``softmax(q k^T * scale + mask) v``, with PyTorch's math-path masking rules."""
+    _sdpa_checks(query, key, value, attn_mask, is_causal, enable_gqa)
+    if enable_gqa and query.dim() >= 3:
+        key = _repeat_heads(key, query.shape[-3] // key.shape[-3])
+        value = _repeat_heads(value, query.shape[-3] // value.shape[-3])
+    s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    attn = (query * s).matmul(key.transpose(-2, -1))
+    masked = None  # a bool array, True where a score is not allowed
+    if is_causal:
+        L, S = query.shape[-2], key.shape[-2]
+        masked = ~np.tril(np.ones((L, S), bool))
+    elif attn_mask is not None:
+        if attn_mask.dtype == D.bool_:
+            masked = ~attn_mask._data
+        else:
+            attn = attn + attn_mask
+    full = None
+    if masked is not None:
+        # NOTE(pytorch): a row with every score masked attends to nothing (zeros, not NaN); such
+        # rows are left unmasked for the softmax (no NaN, forward or backward) and zeroed after.
+        full = masked.all(-1, keepdims=True)
+        if full.any():
+            masked = masked & ~full
+        else:
+            full = None
+        attn = attn.masked_fill(Tensor._make(masked, None, 0, None), float("-inf"))
+    p = attn.softmax(-1)
+    if full is not None:
+        p = p.masked_fill(Tensor._make(full, None, 0, None), 0.0)
+    if dropout_p > 0.0:
+        from ..nn.functional import dropout  # nn's dropout (a layer above); only on this rare path
+
+        p = dropout(p, dropout_p)
+    return p.matmul(value)
+
+
+def _sdpa_samples(rng):
+    def r(*s):
+        return rng.standard_normal(s)
+
+    bmask = np.array([[True, False, True, True], [True, True, False, False], [True, True, True, True]])
+    return [sample("3d", r(2, 3, 4), r(2, 4, 4), r(2, 4, 5)),
+            sample("4d_causal", r(1, 2, 3, 4), r(1, 2, 3, 4), r(1, 2, 3, 4), is_causal=True),
+            sample("bool_mask", r(2, 3, 4), r(2, 4, 4), r(2, 4, 2), bmask),
+            sample("float_mask_scale", r(2, 3, 4), r(2, 4, 4), r(2, 4, 2), r(3, 4), scale=0.3, no_grad=(3,)),
+            sample("2d_nc", nc(r(3, 4)), r(4, 4), r(4, 3)),
+            sample("masked_row", r(2, 3, 4), r(2, 4, 4), r(2, 4, 2), bmask & np.array([[1], [1], [0]], bool)),
+            sample("gqa", r(1, 4, 3, 2), r(1, 2, 3, 2), r(1, 2, 3, 2), enable_gqa=True),
+            sample("causal_rect", r(2, 2, 4), r(2, 3, 4), r(2, 3, 4), is_causal=True)]
+
+
+defcomposite(scaled_dot_product_attention, samples=_sdpa_samples, api="nn.functional.scaled_dot_product_attention",
+             method=False)

@@ -1,3 +1,274 @@
-"""Activation modules."""
+"""Activation modules (and Flatten/Unflatten): thin wrappers over ``nn.functional``.
 
-__all__: list[str] = []
+``forward`` calls the op's public function directly (no ``inplace`` dispatch in the common
+case): these run once per layer per step in the MLP benchmark.
+"""
+
+from __future__ import annotations
+
+from ..._ops.registry import OPS
+from .. import functional as F
+from .module import Module
+
+__all__ = [
+    "ReLU", "ReLU6", "GELU", "SiLU", "Tanh", "Sigmoid", "ELU", "CELU", "SELU", "LeakyReLU",
+    "Softplus", "Softmax", "LogSoftmax", "Softmin", "Hardtanh", "Hardsigmoid", "Hardswish",
+    "Mish", "LogSigmoid", "Softsign", "Tanhshrink", "Threshold", "GLU", "Flatten", "Unflatten",
+]
+
+_relu, _relu_ = OPS["relu"].call, OPS["relu_"].call
+_sigmoid, _tanh = OPS["sigmoid"].call, OPS["tanh"].call
+_gelu, _silu = OPS["gelu"].call, OPS["silu"].call
+
+
+class _Inplace(Module):
+    """An activation whose only option is ``inplace``."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class ReLU(_Inplace):
+    def forward(self, input):
+        return _relu_(input) if self.inplace else _relu(input)
+
+
+class ReLU6(_Inplace):
+    def forward(self, input):
+        return F.relu6(input, self.inplace)
+
+
+class SiLU(_Inplace):
+    def forward(self, input):
+        return input.silu_() if self.inplace else _silu(input)
+
+
+class SELU(_Inplace):
+    def forward(self, input):
+        return F.selu(input, self.inplace)
+
+
+class Mish(_Inplace):
+    def forward(self, input):
+        return F.mish(input, self.inplace)
+
+
+class Hardswish(_Inplace):
+    def forward(self, input):
+        return F.hardswish(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return ""
+
+
+class Hardsigmoid(_Inplace):
+    def forward(self, input):
+        return F.hardsigmoid(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return ""
+
+
+class Tanh(Module):
+    def forward(self, input):
+        return _tanh(input)
+
+
+class Sigmoid(Module):
+    def forward(self, input):
+        return _sigmoid(input)
+
+
+class LogSigmoid(Module):
+    def forward(self, input):
+        return F.logsigmoid(input)
+
+
+class Softsign(Module):
+    def forward(self, input):
+        return F.softsign(input)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):
+        return F.tanhshrink(input)
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):
+        return _gelu(input, approximate=self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class ELU(Module):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        return input.elu_(self.alpha) if self.inplace else F.elu(input, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class CELU(Module):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def forward(self, input):
+        if self.inplace:
+            return input.leaky_relu_(self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class Hardtanh(Module):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False,
+                 min_value=None, max_value=None) -> None:
+        super().__init__()
+        if min_value is not None:
+            min_val = min_value
+        if max_value is not None:
+            max_val = max_value
+        self.min_val = min_val
+        self.max_val = max_val
+        self.inplace = inplace
+        if self.max_val <= self.min_val:
+            raise AssertionError
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self) -> str:
+        return (f"min_val={self.min_val}, max_val={self.max_val}"
+                + (", inplace=True" if self.inplace else ""))
+
+
+class Threshold(Module):
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        super().__init__()
+        self.threshold = threshold
+        self.value = value
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self) -> str:
+        return (f"threshold={self.threshold}, value={self.value}"
+                + (", inplace=True" if self.inplace else ""))
+
+
+class Softplus(Module):
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class _DimModule(Module):
+    def __init__(self, dim=None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def __setstate__(self, state) -> None:
+        super().__setstate__(state)
+        if not hasattr(self, "dim"):
+            self.dim = None
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax(_DimModule):
+    def forward(self, input):
+        return F.softmax(input, self.dim, _stacklevel=5)
+
+
+class LogSoftmax(_DimModule):
+    def forward(self, input):
+        return F.log_softmax(input, self.dim, _stacklevel=5)
+
+
+class Softmin(_DimModule):
+    def forward(self, input):
+        return F.softmin(input, self.dim, _stacklevel=5)
+
+
+class GLU(Module):
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Flatten(Module):
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def forward(self, input):
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    def __init__(self, dim, unflattened_size) -> None:
+        super().__init__()
+        if isinstance(dim, int):
+            if not isinstance(unflattened_size, (tuple, list)):
+                raise TypeError(
+                    "unflattened_size must be tuple of ints, but found type "
+                    f"{type(unflattened_size).__name__}"
+                )
+        self.dim = dim
+        self.unflattened_size = unflattened_size
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -1,3 +1,42 @@
-"""Dropout."""
+"""Dropout modules: random zeroing in training mode, identity in eval mode."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from .. import functional as F
+from .module import Module
+
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d"]
+
+
+class _DropoutNd(Module):
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """Zeroes each element with probability ``p`` and scales the rest by ``1 / (1 - p)``."""
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_DropoutNd):
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)

@@ -1,3 +1,99 @@
 """Identity, Linear, Bilinear."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import math
+
+from ..._factories import empty
+from ..._ops.registry import OPS
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+__all__ = ["Identity", "Linear", "Bilinear"]
+
+_addmm = OPS["addmm"].call
+_matmul = OPS["matmul"].call
+_t = OPS["t"].call
+
+
+class Identity(Module):
+    """Returns its input; takes (and ignores) any constructor arguments."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Linear(Module):
+    """``y = x W^T + b`` with ``W`` of shape ``(out_features, in_features)``.
+
+    >>> Linear(3, 2)(ndgrad.ones(4, 3)).shape
+    ndgrad.Size([4, 2])
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype=None) -> None:
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = Parameter(empty((out_features, in_features), device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # NOTE(pytorch): kaiming_uniform with a=sqrt(5) gives U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        # Two op calls (t, addmm) for the MLP benchmark's 2-d case; F.linear otherwise.
+        b = self.bias
+        if b is not None and input.ndim == 2:
+            return _addmm(b, input, _t(self.weight))
+        out = _matmul(input, _t(self.weight))
+        return out if b is None else out + b
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class Bilinear(Module):
+    """``y = x1^T A x2 + b`` with ``A`` of shape ``(out_features, in1_features, in2_features)``."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        self.weight = Parameter(
+            empty((out_features, in1_features, in2_features), device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1 / math.sqrt(self.weight.size(1))
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
