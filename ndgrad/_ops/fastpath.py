@@ -24,13 +24,29 @@ _FLOATY = frozenset(np.dtype(c) for c in "efdFD")
 _BOOL = np.dtype(bool)
 
 
+# The generated functions' globals, so that a Tensor subclass defined in a higher layer
+# (nn.Parameter) can be let onto the fast path after the ops are generated.
+_ENVS: list = []
+_fast_subclass = Tensor  # ``_P`` in the generated code
+
+
+def allow_subclass(cls) -> None:
+    """Let ``cls`` (a Tensor subclass adding no state the ops must see) take the fast paths."""
+    global _fast_subclass
+    _fast_subclass = cls
+    for env in _ENVS:
+        env["_P"] = cls
+
+
 def _env(rec):
-    return {
-        "_rec": rec, "_T": Tensor, "_new": object.__new__, "_nd": np.ndarray, "_asarray": np.asarray,
+    env = {
+        "_rec": rec, "_T": Tensor, "_P": _fast_subclass, "_new": object.__new__, "_nd": np.ndarray, "_asarray": np.asarray,
         "_refresh": refresh_view, "_acc": grad_accumulator, "_seq": _seq_next, "_gs": _gs,
         "_si": save_input, "_so": save_output, "_cpu": _backend.cpu, "_FLOATY": _FLOATY,
         "_BOOL": _BOOL, "_HU": hooks_in_use, "_fwd": rec.fwd, "_Node": rec.node_cls, "_MSG": SECOND_BACKWARD_MSG,
     }
+    _ENVS.append(env)
+    return env
 
 
 def _eligible(rec) -> bool:
@@ -85,7 +101,8 @@ def public(rec, dispatch, scalar_saved):
     G = ["if _modes:", f"    {slow}"]
     for i in tpos:
         p = params[i].name
-        G += [f"tp{i} = type({p})", f"if tp{i} is _T:", f"    x{i} = {p}._data",
+        G += [f"tp{i} = type({p})", f"if tp{i} is _P:", f"    tp{i} = _T",  # from here on, a Tensor
+              f"if tp{i} is _T:", f"    x{i} = {p}._data",
               f"    if {p}._view is not None:", f"        _refresh({p})"]
         if i in scalar_ok:
             G += [f"elif tp{i} is float or tp{i} is int:", f"    x{i} = {p}"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import weakref
 
+from .._ops import fastpath as _fastpath
 from .._tensor import Tensor
 
 __all__ = ["Parameter", "Buffer"]
@@ -106,3 +107,7 @@ def _buffer_persistent(t) -> bool | None:
     if mark is None or mark[0]() is not t:
         return None
     return mark[1]
+
+
+# A Parameter carries no state the ops read, so the generated fast paths may take it as a Tensor.
+_fastpath.allow_subclass(Parameter)
