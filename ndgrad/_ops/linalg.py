@@ -26,6 +26,8 @@ def _matmul(x, y):
             f"both arguments to matmul need to be at least 1D, but they are {x.ndim}D and {y.ndim}D"
         )
     try:
+        if x.ndim > 2 and y.ndim == 2 and x.flags.c_contiguous:  # one GEMM, not one per matrix
+            return np.matmul(x.reshape(-1, x.shape[-1]), y).reshape(x.shape[:-1] + y.shape[-1:])
         return np.matmul(x, y)
     except ValueError:
         a = (1, x.shape[0]) if x.ndim == 1 else x.shape[-2:]
@@ -52,7 +54,19 @@ def _matmul_other(grad, self, other):
         return self.unsqueeze(-1) * grad.unsqueeze(-2)
     if other.dim() == 1:
         return (self.mT @ grad.unsqueeze(-1)).squeeze(-1)
+    if other.dim() == 2 and self.dim() > 2:  # a weight shared by a batch: one GEMM over all rows
+        return _weight_grad(self.reshape(-1, self.shape[-1]), grad.reshape(-1, grad.shape[-1]), other)
     return self.mT @ grad
+
+
+def _weight_grad(mat1, grad, mat2):
+    """``mat1.mT @ grad``, the gradient of ``mat2`` in ``mat1 @ mat2``, laid out as ``mat2`` is
+    (as PyTorch does): a weight used as ``w.t()`` (every Linear) then gets its gradient back
+    C-contiguous, which ``.grad`` keeps without a copy and the optimizer reads at full speed."""
+    a = mat2._data
+    if a.ndim == 2 and a.flags.f_contiguous and not a.flags.c_contiguous:
+        return grad.mT.mm(mat1).mT
+    return mat1.mT.mm(grad)
 
 
 defop("matmul(Tensor self, Tensor other) -> Tensor", _matmul,
@@ -78,7 +92,7 @@ def _mm(x, y):
 
 
 defop("mm(Tensor self, Tensor mat2) -> Tensor", _mm,
-      {"self": lambda grad, mat2: grad @ mat2.mT, "mat2": lambda grad, self: self.mT @ grad},
+      {"self": lambda grad, mat2: grad @ mat2.mT, "mat2": lambda grad, self, mat2: _weight_grad(self, grad, mat2)},
       promote=COMMON,
       samples=lambda rng: [sample("2d", rng.standard_normal((3, 4)), rng.standard_normal((4, 5))),
                            sample("nc", rng.standard_normal((4, 3)).T, nc(rng.standard_normal((4, 2))))])
@@ -192,7 +206,7 @@ def _scaled(g, s):
 defop("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", _addmm,
       {"self": lambda grad, beta: _scaled(grad, beta),
        "mat1": lambda grad, mat2, alpha: _scaled(grad.mm(mat2.mT), alpha),
-       "mat2": lambda grad, mat1, alpha: _scaled(mat1.mT.mm(grad), alpha)},
+       "mat2": lambda grad, mat1, mat2, alpha: _scaled(_weight_grad(mat1, grad, mat2), alpha)},
       samples=lambda rng: [
           sample("2d", rng.standard_normal((3, 5)), rng.standard_normal((3, 4)), rng.standard_normal((4, 5))),
           sample("bcast", rng.standard_normal((5,)), rng.standard_normal((3, 4)), rng.standard_normal((4, 5))),

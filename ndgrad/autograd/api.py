@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .._tensor import Size, Tensor
 from .engine import run_backward
+from .graph import shared_view
 
 __all__ = ["backward", "grad"]
 
@@ -42,8 +43,8 @@ def _make_grads(outputs, grads, is_grads_batched=False):
             if g._rg:
                 out.append(g)  # keeps its graph (double backward through the root gradient)
             else:
-                # A view of the user's array: the engine treats it as shared, never writes into it.
-                out.append(Tensor._make(g._data.view(), None, 0, None))
+                # The user's memory: .grad copies it rather than keeping it (read-only view).
+                out.append(shared_view(g))
         elif g is None:
             if o.requires_grad:
                 if o._data.size != 1:

@@ -434,10 +434,10 @@ def _tensor_hooks(node, extra, grads, create_graph):
             fn(grads[nr])
     if changed and not create_graph and type(node) is AccumulateGrad:
         # A hook may hand back a tensor its caller keeps: .grad must not alias it (it is later
-        # accumulated in place), so pass it on as a view, which AccumulateGrad copies.
+        # accumulated in place), so pass it on as a read-only view, which AccumulateGrad copies.
         g = grads[0]
         if g is not None and not g._rg:
-            grads[0] = _make(g._data.view(), None, 0, None)
+            grads[0] = _graph.shared_view(g)
     return grads
 
 
@@ -453,7 +453,7 @@ def _post_hooks(node, outputs, grads):
         if r is not None:
             outputs = _hook_result(fn, r, outputs)
     if outputs is not first and not _gs.grad_enabled:  # see _tensor_hooks: never alias a hook's value
-        outputs = tuple(o if o is None or o is f or o._rg else _make(o._data.view(), None, 0, None)
+        outputs = tuple(o if o is None or o is f or o._rg else _graph.shared_view(o)
                         for o, f in zip(outputs, first, strict=True))
     return outputs
 

@@ -21,7 +21,7 @@ from .anomaly_mode import annotate
 from .anomaly_mode import state as _anomaly
 from . import forward_ad as _fwad
 from .grad_mode import state as _gs
-from .graph import SECOND_BACKWARD_MSG, Node, next_sequence_nr, save_input, save_output
+from .graph import SECOND_BACKWARD_MSG, Node, next_sequence_nr, save_input, save_output, shared_view
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable", "InplaceFunction"]
 
@@ -107,6 +107,8 @@ class BackwardCFunction(Node, FunctionCtx):
                 continue
             if r is not None and not isinstance(r, Tensor):
                 raise RuntimeError(f"expected Variable or None (got {type(r).__name__})")
+            if r is not None and not r._rg and r._data.flags.writeable:
+                r = shared_view(r)  # user code may return memory it keeps: .grad must copy it
             out.append(r)
         from .engine import _validate_outputs  # one layer up from the tensor, beside this module
 

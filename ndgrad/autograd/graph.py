@@ -14,6 +14,8 @@ import sys
 import threading
 import weakref
 
+import numpy as np
+
 from .grad_mode import state as _grad_state
 
 __all__ = ["Node", "AccumulateGrad", "GraphRoot", "SavedTensor", "RemovableHandle",
@@ -197,12 +199,14 @@ class AccumulateGrad(Node):
             meta.grad = grad if old is None else old + grad
         elif old is None:
             d = grad._data
-            if _aliased(d) or _is_stolen(grad):
+            root = _root(d)
+            if not d.flags.writeable or _is_stolen(root):
                 meta.grad = _tensor_cls._make(d.copy(), None, 0, None)
             else:
-                # Steal the array: no other .grad can be handed the same tensor (see _stolen).
-                meta.grad = _tensor_cls._make(d, None, 0, None) if grad._rg else grad
-                _steal(grad)
+                # Steal the array (PyTorch steals a gradient nobody else holds): no other .grad
+                # can be handed the same memory (see _stolen).
+                meta.grad = _tensor_cls._make(d, None, 0, None) if grad._rg or d is not root else grad
+                _steal(root)
         else:
             od = old._data
             if od.shape == grad._data.shape and od.dtype == grad._data.dtype and od.flags.writeable:
@@ -215,29 +219,38 @@ class AccumulateGrad(Node):
 _accumulate_lock = threading.RLock()
 
 
-# Gradients stored as some leaf's .grad: a formula that passes one gradient to several inputs
-# (add) must not let two leaves share one array that later accumulates in place.
-# Keyed by id with a weak reference to check identity: a WeakSet compares its members with
-# ``==``, which for tensors is elementwise.
+# The memory of gradients stored as some leaf's .grad: a formula that passes one gradient (or
+# views of it, such as a transpose) to several inputs must not let two leaves share memory that
+# later accumulates in place. Keyed by the id of the array that owns the memory, with a weak
+# reference to check identity. Memory a gradient may share with a user (a root gradient, a
+# hook's or a custom Function's result) reaches AccumulateGrad as a read-only view
+# (``shared_view``) and is copied.
 _stolen: dict = {}
 
 
-def _is_stolen(t) -> bool:
-    r = _stolen.get(id(t))
-    return r is not None and r() is t
+def _root(a):
+    """The array owning ``a``'s memory (the end of its ``base`` chain)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
 
-def _steal(t) -> None:
-    key = id(t)
-    _stolen[key] = weakref.ref(t, lambda _, key=key: _stolen.pop(key, None))
+def _is_stolen(a) -> bool:
+    r = _stolen.get(id(a))
+    return r is not None and r() is a
 
 
-def _aliased(a) -> bool:
-    """True when a gradient array may be shared with a user tensor, so ``.grad`` must copy it.
+def _steal(a) -> None:
+    key = id(a)
+    _stolen[key] = weakref.ref(a, lambda _, key=key: _stolen.pop(key, None))
 
-    The engine passes user-supplied root gradients in as views, so they count as aliased too.
-    """
-    return a.base is not None or not a.flags.writeable
+
+def shared_view(t):
+    """A read-only view of ``t`` (no graph): a gradient whose memory someone else holds, which
+    AccumulateGrad therefore copies instead of stealing."""
+    a = t._data.view()
+    a.flags.writeable = False
+    return _tensor_cls._make(a, None, 0, None)
 
 
 def _shape_str(shape) -> str:

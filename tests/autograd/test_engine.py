@@ -704,3 +704,47 @@ def test_ndgrad_runs_without_oracle():
     x = ndgrad.tensor([1.0, 2.0], requires_grad=True)
     (x * x).sum().backward()
     assert x.grad.tolist() == [2.0, 4.0]
+
+
+def test_grad_memory_never_shared_with_users_or_other_leaves():
+    """AccumulateGrad keeps (steals) fresh gradient memory, views included, but never memory a
+    user holds or another leaf's .grad already owns: later in-place accumulation would leak."""
+    w = ndgrad.ones(2, 3, requires_grad=True)
+    w2 = ndgrad.ones(3, 2, requires_grad=True)
+    for _ in range(2):  # w gets g, w2 gets g.t(): one memory, two leaves
+        (w + w2.t()).sum().backward()
+    assert not np.shares_memory(w.grad.numpy(), w2.grad.numpy())
+    assert w.grad.tolist() == [[2.0] * 3] * 2 and w2.grad.tolist() == [[2.0] * 2] * 3
+
+    x = ndgrad.ones(3, requires_grad=True)
+    g = ndgrad.full((3,), 5.0)
+    (x * 1).backward(g)
+    (x * 1).backward(g)
+    assert g.tolist() == [5.0] * 3 and x.grad.tolist() == [10.0] * 3
+
+    class ReturnsSaved(ndgrad.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, keep):
+            ctx.keep = keep
+            return a.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return ctx.keep, None  # memory the caller holds
+
+    keep = ndgrad.full((3,), 2.0)
+    z = ndgrad.ones(3, requires_grad=True)
+    ReturnsSaved.apply(z, keep).sum().backward()
+    ReturnsSaved.apply(z, keep).sum().backward()
+    assert keep.tolist() == [2.0] * 3 and z.grad.tolist() == [4.0] * 3
+
+
+def test_transposed_weight_gradient_is_kept_without_a_copy():
+    """The gradient of a weight used as ``w.t()`` (every Linear) arrives as a view of fresh
+    memory: .grad keeps that memory rather than copying it."""
+    w = ndgrad.randn(4, 3, requires_grad=True)
+    x = ndgrad.randn(5, 3)
+    (x @ w.t()).sum().backward()
+    kept = w.grad._data
+    assert kept.base is not None  # the formula's (transposed) view itself; a copy has no base
+    assert kept.base.size == w.numel() and kept.flags.writeable
