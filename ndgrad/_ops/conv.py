@@ -404,6 +404,11 @@ def _pool_windows(x, k, s, p, d, out, fill):
 
 def _max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode):
     k, s, p, d, out = _pool_geometry(x, kernel_size, stride, padding, dilation, ceil_mode)
+    if (tuple(s) == tuple(k) and not p[0] and not p[1] and tuple(d) == (1, 1)
+            and out[0] * k[0] <= x.shape[-2] and out[1] * k[1] <= x.shape[-1]):
+        res = _max_pool_tiles(x, k, out)
+        if res is not None:
+            return res
     win = _pool_windows(x, k, s, p, d, out, -np.inf).reshape(x.shape[:-2] + out + (k[0] * k[1],))
     arg = np.argmax(win, axis=-1)[..., None]
     vals = np.take_along_axis(win, arg, -1)[..., 0]
@@ -412,6 +417,26 @@ def _max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode):
     row = (np.arange(out[0]) * s[0] - p[0])[:, None] + (arg // k[1]) * d[0]
     col = (np.arange(out[1]) * s[1] - p[1])[None, :] + (arg % k[1]) * d[1]
     return vals, row * x.shape[-1] + col
+
+
+def _max_pool_tiles(x, k, out):
+    """Max pooling over non-overlapping windows (stride = kernel, no padding: the common case)
+    from the k*k strided sub-grids, with no window array. The index is the first position
+    holding the maximum (PyTorch's choice); windows holding NaN take the general path."""
+    subs = [x[..., i:out[0] * k[0]:k[0], j:out[1] * k[1]:k[1]] for i in range(k[0]) for j in range(k[1])]
+    vals = subs[0].copy()
+    for v in subs[1:]:
+        np.maximum(vals, v, out=vals)
+    if vals.dtype.kind in "fc" and np.isnan(vals).any():
+        return None
+    # first maximum: which = n0 * (1 + n1 * (1 + ...)), n_t = (sub_t != max), in Horner form
+    which = np.zeros(vals.shape, np.uint8 if len(subs) < 256 else np.int64)
+    for v in reversed(subs[:-1]):
+        which += 1
+        which *= (v != vals).view(np.uint8) if which.dtype == np.uint8 else (v != vals)
+    row = (np.arange(out[0]) * k[0])[:, None] + which // k[1]
+    col = (np.arange(out[1]) * k[1])[None, :] + which % k[1]
+    return vals, row.astype(np.int64) * x.shape[-1] + col
 
 
 def _pool_scatter(g, indices, shape):

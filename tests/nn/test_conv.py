@@ -152,3 +152,23 @@ def test_errors_type_only():
         ndgrad.nn.Conv2d(3, 3, 3, padding_mode="bad")
     with pytest.raises(ValueError, match="Invalid padding string 'full'"):
         ndgrad.nn.Conv2d(3, 3, 3, padding="full")
+
+
+@pytest.mark.parametrize("nan", [False, True])
+@pytest.mark.parametrize("k", [2, 3])
+def test_max_pool_ties_and_nan_pick_what_torch_picks(ref, k, nan):
+    """Non-overlapping windows take a fast path: ties (relu zeros) and NaN must still give
+    PyTorch's values, indices and gradients."""
+    rng = np.random.default_rng(5)
+    x = np.maximum(rng.standard_normal((2, 3, 6, 7)), 0)  # many windows of zeros
+    x[0, 1, 0, 0] = x[0, 1, 0, 1] = 5.0  # a tie inside one window
+    if nan:
+        x[1, 2, 4, 4] = np.nan
+
+    def f(T):
+        t = T.tensor(x, requires_grad=True)
+        vals, idx = T.nn.functional.max_pool2d(t, k, return_indices=True)
+        (T.where(vals.isnan(), T.zeros_like(vals), vals) * T.arange(float(vals.numel())).reshape(vals.shape)).sum().backward()
+        return vals, idx, t.grad
+
+    ref.same(f)
