@@ -43,11 +43,12 @@ def _windows(xp, out, stride, dilation, ksize, groups):
 
 
 def _cols(win):
-    """(N, 1, C, *out, *K) windows as a contiguous (C*K, N*out) matrix (im2col)."""
+    """(N, 1, C, *out, *K) windows as a contiguous (N, C*K, prod(out)) array (im2col per sample:
+    each sample's rows are gathered from its own memory, and a matmul with them yields NCHW)."""
     n = (win.ndim - 3) // 2
-    axes = (1,) + tuple(range(2 + n, 2 + 2 * n)) + (0,) + tuple(range(2, 2 + n))
-    cols = np.ascontiguousarray(win[:, 0].transpose(axes))
-    return cols.reshape(math.prod(cols.shape[:1 + n]), -1)
+    axes = (0, 2) + tuple(range(3 + n, 3 + 2 * n)) + tuple(range(3, 3 + n))
+    cols = np.ascontiguousarray(win[:, 0].transpose(tuple(a - (a > 1) for a in axes)))
+    return cols.reshape(cols.shape[0], -1, math.prod(win.shape[3:3 + n]))
 
 
 def _corr(xp, w, stride, dilation, groups):
@@ -57,9 +58,8 @@ def _corr(xp, w, stride, dilation, groups):
     out = tuple((xp.shape[2 + i] - dilation[i] * (K[i] - 1) - 1) // stride[i] + 1 for i in range(n))
     win = _windows(xp, out, stride, dilation, K, groups)
     o, k = _OUT[:n], _KER[:n]
-    if groups == 1:  # one BLAS call; (Cout, C*K) @ (C*K, N*out) measured ~5x faster than tensordot
-        y = w.reshape(w.shape[0], -1) @ _cols(win)
-        return np.ascontiguousarray(np.swapaxes(y.reshape((w.shape[0], xp.shape[0]) + out), 0, 1))
+    if groups == 1:  # one GEMM per sample, (Cout, C*K) @ (C*K, out): the output is NCHW already
+        return np.matmul(w.reshape(w.shape[0], -1), _cols(win)).reshape((xp.shape[0], w.shape[0]) + out)
     wg = w.reshape((groups, w.shape[0] // groups) + w.shape[1:])
     y = np.einsum(f"ngc{o}{k},gdc{k}->ngd{o}", win, wg, optimize=True)
     return y.reshape((y.shape[0], w.shape[0]) + out)
@@ -112,9 +112,9 @@ def _conv_weight_grad(g, x, wshape, stride, padding, dilation, groups):
     """Gradient of ``_conv_fwd`` in ``w``: correlation of padded ``x`` with ``g``."""
     n = len(wshape) - 2
     win = _windows(_pad_zeros(x, padding), g.shape[2:], stride, dilation, wshape[2:], groups)
-    if groups == 1:  # (Cout, N*out) @ (N*out, C*K): the fast BLAS layout, as in _corr
-        gt = np.swapaxes(g, 0, 1).reshape(g.shape[1], -1)
-        return (gt @ _cols(win).T).reshape(wshape)
+    if groups == 1:  # per sample (Cout, out) @ (out, C*K), summed over the batch
+        gw = np.matmul(g.reshape(g.shape[0], g.shape[1], -1), _cols(win).transpose(0, 2, 1))
+        return gw.sum(0).reshape(wshape)
     gg = g.reshape((g.shape[0], groups, g.shape[1] // groups) + g.shape[2:])
     o, k = _OUT[:n], _KER[:n]
     return np.einsum(f"ngc{o}{k},ngd{o}->gdc{k}", win, gg, optimize=True).reshape(wshape)
