@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._tensor import Tensor
+from ..autograd.grad_mode import state as _gs
 from .registry import defcomposite, defop
 from .samples import nc, sample
 
@@ -76,12 +77,39 @@ def _layer_norm(x, normalized_shape, weight, bias, eps):
 def _layer_norm_grad(grad, input, weight, normalized_shape, eps, needs):
     n = input.dim()
     dims = tuple(range(n - len(normalized_shape), n))
+    if not _gs.grad_enabled:  # no graph to record (no create_graph): a few fused array passes
+        return _layer_norm_grad_arrays(grad, input, weight, dims, eps, needs)
     xhat, rstd = _standardize(input, dims, eps)
     g = grad if weight is None else grad * weight
     dx = _norm_input_grad(g, xhat, rstd, dims) if needs[0] else None
     dw = _sum_except(grad * xhat, dims) if needs[1] else None
     db = _sum_except(grad, dims) if needs[2] else None
     return dx, dw, db
+
+
+def _layer_norm_grad_arrays(grad, input, weight, dims, eps, needs):
+    """``_layer_norm_grad`` on the arrays, for a backward that records no graph."""
+    g, x = grad._data, input._data
+    xc = x - x.mean(axis=dims, keepdims=True)
+    rstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=dims, keepdims=True) + eps)
+    xc *= rstd  # xhat
+    outer = tuple(range(x.ndim - len(dims)))
+    dw = _wrap(np.sum(g * xc, axis=outer)) if needs[1] else None
+    db = _wrap(np.sum(g, axis=outer)) if needs[2] else None
+    dx = None
+    if needs[0]:
+        gw = g * weight._data if weight is not None else g.copy()
+        proj = np.mean(gw * xc, axis=dims, keepdims=True)
+        gw -= gw.mean(axis=dims, keepdims=True)
+        xc *= proj
+        gw -= xc
+        gw *= rstd
+        dx = _wrap(gw)
+    return dx, dw, db
+
+
+def _wrap(a):
+    return Tensor._make(a, None, 0, None)
 
 
 def _layer_norm_samples(rng):

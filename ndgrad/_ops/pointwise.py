@@ -474,16 +474,46 @@ def _gelu(x, approximate):
     return 0.5 * x * (1 + _erf(x * (1 / math.sqrt(2))))
 
 
-def _gelu_grad(grad, self, approximate):
+_GELU_A = 0.044715
+
+
+def _gelu_backward(g, x, approximate):
+    """``g * gelu'(x)`` in a few array passes (a composite would be ~15 tensor ops per node)."""
+    if approximate == "tanh":
+        x2 = x * x
+        t = np.tanh(_SQRT_2_OVER_PI * x * (1 + _GELU_A * x2))
+        d = (1 - t * t) * x * (_SQRT_2_OVER_PI * 0.5) * (1 + 3 * _GELU_A * x2)
+        d += 0.5 * (1 + t)
+    else:
+        d = 0.5 * (1 + _erf(x * (1 / math.sqrt(2))))
+        d += x * np.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
+    d *= g
+    return d.astype(np.result_type(g, x), copy=False)
+
+
+def _gelu_second(self, approximate):
+    """gelu''(x), in Tensor ops (only double backward needs it)."""
     if approximate == "tanh":
         x = self
-        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-        t = inner.tanh()
-        dinner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
-        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * dinner)
-    cdf = 0.5 * (1 + (self * (1 / math.sqrt(2))).erf())
+        t = (_SQRT_2_OVER_PI * (x + _GELU_A * x * x * x)).tanh()
+        du = _SQRT_2_OVER_PI * (1 + 3 * _GELU_A * x * x)
+        return (1 - t * t) * (du - x * t * du * du + 3 * _SQRT_2_OVER_PI * _GELU_A * x * x)
     pdf = (-0.5 * self * self).exp() * (1 / math.sqrt(2 * math.pi))
-    return grad * (cdf + self * pdf)
+    return pdf * (2 - self * self)
+
+
+gelu_backward = defop(
+    "gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor", _gelu_backward,
+    {"grad_output": lambda grad, self, approximate: gelu_backward(grad, self, approximate=approximate),
+     "self": lambda grad, grad_output, self, approximate: grad * grad_output * _gelu_second(self, approximate)},
+    promote=COMMON, method=False, api=False, torch="torch.ops.aten.gelu_backward",
+    samples=lambda rng: [sample("none", rng.standard_normal((3, 4)), rng.uniform(-3, 3, (3, 4))),
+                         sample("tanh", rng.standard_normal((3, 4)), rng.uniform(-3, 3, (3, 4)),
+                                approximate="tanh")]).call
+
+
+def _gelu_grad(grad, self, approximate):
+    return gelu_backward(grad, self, approximate=approximate)
 
 
 defop("gelu(Tensor self, *, str approximate='none') -> Tensor", _gelu, {"self": _gelu_grad},
