@@ -467,8 +467,16 @@ defop("relu(Tensor self) -> Tensor", lambda x: np.maximum(x, 0).astype(x.dtype, 
 
 
 def _gelu(x, approximate):
-    if approximate == "tanh":
-        return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+    if approximate == "tanh":  # in place on one temporary: the transformer benchmark's MLP
+        y = np.square(x, out=np.empty(np.shape(x), np.result_type(x, 0.5)))
+        y *= 0.044715 * _SQRT_2_OVER_PI
+        y += _SQRT_2_OVER_PI
+        y *= x
+        np.tanh(y, out=y)
+        y += 1
+        y *= x
+        y *= 0.5
+        return y
     if approximate != "none":
         raise RuntimeError("approximate argument must be either none or tanh.")
     return 0.5 * x * (1 + _erf(x * (1 / math.sqrt(2))))
