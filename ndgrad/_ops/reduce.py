@@ -13,6 +13,7 @@ import numpy as np
 from .. import _dtype as D
 from .. import return_types
 from .._tensor import Tensor, _wrap_dim
+from ..autograd.grad_mode import state as _gs
 from .pointwise import where
 from .registry import NAMESPACES, OPS, defcomposite, defop
 from .samples import nc, sample
@@ -664,8 +665,12 @@ def _softmax_input(x, dim, dtype):
 
 def _softmax(x, dim, dtype):
     z, d = _softmax_input(x, dim, dtype)
-    e = np.exp(z)
-    return e / np.sum(e, axis=d, keepdims=True)
+    if d is None:  # 0-d: exp(x) / sum(exp(x))
+        e = np.exp(z)
+        return e / e
+    np.exp(z, out=z)  # z is a fresh array (x minus its maximum): work in place
+    z /= np.sum(z, axis=d, keepdims=True)
+    return z
 
 
 def _log_softmax(x, dim, dtype):
@@ -684,7 +689,14 @@ def _softmax_samples(rng):
 
 
 def _softmax_grad(grad, result, dim):
-    return result * (grad - (grad * result).sum(dim, keepdim=True)) if result.dim() else grad * 0
+    if not result.dim():
+        return grad * 0
+    if not _gs.grad_enabled and type(grad) is Tensor:  # no graph to record: two array passes
+        g, y = grad._data, result._data
+        out = g - np.sum(g * y, axis=dim, keepdims=True)
+        out *= y
+        return Tensor._make(out, None, 0, None)
+    return result * (grad - (grad * result).sum(dim, keepdim=True))
 
 
 def _log_softmax_grad(grad, result, dim):
