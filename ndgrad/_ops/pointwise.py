@@ -487,11 +487,23 @@ _GELU_A = 0.044715
 
 def _gelu_backward(g, x, approximate):
     """``g * gelu'(x)`` in a few array passes (a composite would be ~15 tensor ops per node)."""
-    if approximate == "tanh":
-        x2 = x * x
-        t = np.tanh(_SQRT_2_OVER_PI * x * (1 + _GELU_A * x2))
-        d = (1 - t * t) * x * (_SQRT_2_OVER_PI * 0.5) * (1 + 3 * _GELU_A * x2)
-        d += 0.5 * (1 + t)
+    if approximate == "tanh":  # in place on three temporaries
+        dt = np.result_type(g, x, 0.5)
+        d = np.square(x, out=np.empty(np.shape(x), dt))
+        t = np.multiply(d, _GELU_A * _SQRT_2_OVER_PI, out=np.empty_like(d))  # an array even 0-d
+        t += _SQRT_2_OVER_PI
+        t *= x
+        np.tanh(t, out=t)  # tanh(c (x + a x^3))
+        d *= 3 * _GELU_A
+        d += 1
+        d *= x
+        d *= 0.5 * _SQRT_2_OVER_PI  # 0.5 x c (1 + 3 a x^2)
+        s = np.square(t, out=np.empty_like(t))
+        np.subtract(1, s, out=s)
+        d *= s
+        t += 1
+        t *= 0.5
+        d += t
     else:
         d = 0.5 * (1 + _erf(x * (1 / math.sqrt(2))))
         d += x * np.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
@@ -517,7 +529,8 @@ gelu_backward = defop(
     promote=COMMON, method=False, api=False, torch="torch.ops.aten.gelu_backward",
     samples=lambda rng: [sample("none", rng.standard_normal((3, 4)), rng.uniform(-3, 3, (3, 4))),
                          sample("tanh", rng.standard_normal((3, 4)), rng.uniform(-3, 3, (3, 4)),
-                                approximate="tanh")]).call
+                                approximate="tanh"),
+                         sample("tanh_0d", rng.standard_normal(()), rng.uniform(-3, 3, ()), approximate="tanh")]).call
 
 
 def _gelu_grad(grad, self, approximate):
@@ -526,7 +539,8 @@ def _gelu_grad(grad, self, approximate):
 
 defop("gelu(Tensor self, *, str approximate='none') -> Tensor", _gelu, {"self": _gelu_grad},
       api="nn.functional.gelu", inplace="gelu_",
-      samples=lambda rng: unary()(rng) + [sample("tanh", rng.uniform(-3, 3, (3, 4)), approximate="tanh")])
+      samples=lambda rng: unary()(rng) + [sample("tanh", rng.uniform(-3, 3, (3, 4)), approximate="tanh"),
+                                          sample("tanh_0d", rng.uniform(-3, 3, ()), approximate="tanh")])
 
 
 def _silu(x):
