@@ -196,6 +196,9 @@ def _addmm(x, m1, m2, beta, alpha):
         prod *= alpha
     if beta == 0:  # NOTE(pytorch): beta=0 ignores self, so nan/inf in it do not propagate
         return prod
+    if beta == 1 and prod.ndim == 2 and prod.dtype == x.dtype:
+        prod += x  # prod is fresh: add the bias in place (every Linear layer)
+        return prod
     return prod + (x if beta == 1 else beta * x)
 
 
