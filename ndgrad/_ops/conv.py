@@ -439,11 +439,16 @@ def _max_pool_tiles(x, k, out):
     return vals, row.astype(np.int64) * x.shape[-1] + col
 
 
-def _pool_scatter(g, indices, shape):
-    """Add each ``g`` entry at its flat ``indices`` position of its (H*W) plane; shape ``shape``."""
+def _pool_scatter(g, indices, shape, unique=False):
+    """Add each ``g`` entry at its flat ``indices`` position of its (H*W) plane; shape ``shape``.
+    ``unique``: no two entries of a plane share a position (disjoint windows): a plain store."""
     hw = shape[-2] * shape[-1]
     planes = g.size // max(indices.shape[-2] * indices.shape[-1], 1) if g.ndim else 1
     flat = (indices.reshape(planes, -1) + (np.arange(planes) * hw)[:, None]).ravel()
+    if unique:
+        out = np.zeros(planes * hw, g.dtype)
+        out[flat] = g.reshape(-1)
+        return out.reshape(shape)
     out = np.bincount(flat, weights=g.reshape(-1), minlength=planes * hw)
     return out.astype(g.dtype, copy=False).reshape(shape)
 
@@ -456,10 +461,18 @@ def _pool_gather(x, indices):
 pool_gather = defop("_pool_gather(Tensor self, Tensor indices) -> Tensor", _pool_gather,
                     {"self": lambda grad, indices, self_shape: pool_scatter(grad, indices, self_shape)},
                     method=False, api=False).call
-pool_scatter = defop("_max_pool2d_backward(Tensor grad_output, Tensor indices, int[] self_size) -> Tensor",
-                     lambda g, i, shape: _pool_scatter(g, i, tuple(shape)),
+pool_scatter = defop("_max_pool2d_backward(Tensor grad_output, Tensor indices, int[] self_size, "
+                     "bool unique=False) -> Tensor",
+                     lambda g, i, shape, unique: _pool_scatter(g, i, tuple(shape), unique),
                      {"grad_output": lambda grad, indices: pool_gather(grad, indices)},
                      method=False, api=False).call
+
+
+def _disjoint(kernel_size, stride, dilation) -> bool:
+    """No two pooling windows share an input position (each index appears once)."""
+    k, d = _tup(kernel_size, 2), _tup(dilation, 2)
+    s = k if not stride else _tup(stride, 2)
+    return all(s[i] >= d[i] * (k[i] - 1) + 1 for i in range(2))
 
 
 def _torch_max_pool(*args, **kwargs):
@@ -483,7 +496,8 @@ def _max_pool_samples(rng):
 max_pool2d_with_indices = defop(
     "max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
     "int[2] dilation=1, bool ceil_mode=False) -> (Tensor values, Tensor indices)", _max_pool2d,
-    {"self": lambda grad, indices, self_shape: pool_scatter(grad, indices, self_shape)},
+    {"self": lambda grad, indices, self_shape, kernel_size, stride, dilation: pool_scatter(
+        grad, indices, self_shape, _disjoint(kernel_size, stride, dilation))},
     method=False, api=False, torch=_torch_max_pool, node_name="MaxPool2DWithIndicesBackward0",
     samples=_max_pool_samples).call
 
