@@ -24,9 +24,14 @@ _clamp = _NS[""]["clamp"]
 
 
 def linear(input, weight, bias=None):
-    """``y = input @ weight.T + bias``: one ``addmm`` for 2-d input with a bias."""
-    if bias is not None and input.ndim == 2:
-        return _addmm(bias, input, _t(weight))
+    """``y = input @ weight.T + bias``. With a bias, as PyTorch decomposes it: one ``addmm``
+    (the bias added in place on the product), the leading dimensions flattened into rows around
+    it by views, so one GEMM serves the whole batch and the nodes are PyTorch's."""
+    if bias is not None and input.ndim >= 2:
+        if input.ndim == 2:
+            return _addmm(bias, input, _t(weight))
+        out = _addmm(bias, input.reshape(-1, input.shape[-1]), _t(weight))
+        return out.view(input.shape[:-1] + (out.shape[-1],))
     out = _matmul(input, _t(weight))
     return out if bias is None else out + bias
 

@@ -5,17 +5,12 @@ from __future__ import annotations
 import math
 
 from ..._factories import empty
-from ..._ops.registry import OPS
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from .module import Module
 
 __all__ = ["Identity", "Linear", "Bilinear"]
-
-_addmm = OPS["addmm"].call
-_matmul = OPS["matmul"].call
-_t = OPS["t"].call
 
 
 class Identity(Module):
@@ -56,12 +51,7 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
-        # Two op calls (t, addmm) for the MLP benchmark's 2-d case; F.linear otherwise.
-        b = self.bias
-        if b is not None and input.ndim == 2:
-            return _addmm(b, input, _t(self.weight))
-        out = _matmul(input, _t(self.weight))
-        return out if b is None else out + b
+        return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
