@@ -316,8 +316,19 @@ def _index_add(x, dim, index, source, alpha):
         raise RuntimeError(f"index {int(idx[bad][0])} is out of bounds for dimension {d} with size {xs[d]}")
     vals = source.reshape(ss) if alpha == 1 else (source.reshape(ss) * alpha).astype(x.dtype)
     out = x.reshape(xs).copy()
-    np.add.at(out, (slice(None),) * d + (idx,), vals)  # duplicate indices accumulate
+    _add_rows(np.moveaxis(out, d, 0), idx, np.moveaxis(vals, d, 0))
     return out.reshape(x.shape)
+
+
+def _add_rows(out, idx, vals) -> None:
+    """``out[idx[k]] += vals[k]`` along axis 0, repeated indices accumulating: the rows sorted by
+    index and summed per index in one ``reduceat`` (much faster than ``np.add.at`` for rows)."""
+    if not idx.size:
+        return
+    order = np.argsort(idx, kind="stable")
+    sidx = idx[order]
+    starts = np.flatnonzero(np.concatenate(([True], sidx[1:] != sidx[:-1])))
+    out[sidx[starts]] += np.add.reduceat(vals[order], starts, axis=0)
 
 
 def _index_add_source_grad(grad, dim, index, alpha, source_shape):
