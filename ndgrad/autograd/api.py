@@ -43,7 +43,7 @@ def _make_grads(outputs, grads, is_grads_batched=False):
             if g._rg:
                 out.append(g)  # keeps its graph (double backward through the root gradient)
             else:
-                # The user's memory: .grad copies it rather than keeping it (read-only view).
+                # The user's memory: .grad copies it rather than keeping it.
                 out.append(shared_view(g))
         elif g is None:
             if o.requires_grad:

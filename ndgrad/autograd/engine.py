@@ -434,7 +434,7 @@ def _tensor_hooks(node, extra, grads, create_graph):
             fn(grads[nr])
     if changed and not create_graph and type(node) is AccumulateGrad:
         # A hook may hand back a tensor its caller keeps: .grad must not alias it (it is later
-        # accumulated in place), so pass it on as a read-only view, which AccumulateGrad copies.
+        # accumulated in place), so pass it on as a shared view, which AccumulateGrad copies.
         g = grads[0]
         if g is not None and not g._rg:
             grads[0] = _graph.shared_view(g)

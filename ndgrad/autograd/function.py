@@ -107,7 +107,7 @@ class BackwardCFunction(Node, FunctionCtx):
                 continue
             if r is not None and not isinstance(r, Tensor):
                 raise RuntimeError(f"expected Variable or None (got {type(r).__name__})")
-            if r is not None and not r._rg and r._data.flags.writeable:
+            if r is not None and not r._rg:
                 r = shared_view(r)  # user code may return memory it keeps: .grad must copy it
             out.append(r)
         from .engine import _validate_outputs  # one layer up from the tensor, beside this module

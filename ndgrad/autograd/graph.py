@@ -219,12 +219,11 @@ class AccumulateGrad(Node):
 _accumulate_lock = threading.RLock()
 
 
-# The memory of gradients stored as some leaf's .grad: a formula that passes one gradient (or
-# views of it, such as a transpose) to several inputs must not let two leaves share memory that
-# later accumulates in place. Keyed by the id of the array that owns the memory, with a weak
-# reference to check identity. Memory a gradient may share with a user (a root gradient, a
-# hook's or a custom Function's result) reaches AccumulateGrad as a read-only view
-# (``shared_view``) and is copied.
+# Memory that AccumulateGrad must not keep as a .grad: memory some leaf's .grad already owns (a
+# formula may pass one gradient, or views of it such as a transpose, to several inputs, and
+# .grad later accumulates in place), and memory a user may hold (root gradients, hook and custom
+# Function results: ``shared_view``). Keyed by the id of the array that owns the memory, with a
+# weak reference to check identity.
 _stolen: dict = {}
 
 
@@ -246,10 +245,13 @@ def _steal(a) -> None:
 
 
 def shared_view(t):
-    """A read-only view of ``t`` (no graph): a gradient whose memory someone else holds, which
-    AccumulateGrad therefore copies instead of stealing."""
+    """A view of ``t`` (no graph) whose memory someone else may hold: AccumulateGrad copies it
+    instead of keeping it. Still writeable: a custom backward may change its gradient in place,
+    as in PyTorch."""
     a = t._data.view()
-    a.flags.writeable = False
+    root = _root(a)
+    if not _is_stolen(root):
+        _steal(root)
     return _tensor_cls._make(a, None, 0, None)
 
 

@@ -748,3 +748,23 @@ def test_transposed_weight_gradient_is_kept_without_a_copy():
     kept = w.grad._data
     assert kept.base is not None  # the formula's (transposed) view itself; a copy has no base
     assert kept.base.size == w.numel() and kept.flags.writeable
+
+
+def test_custom_backward_may_change_its_gradient_in_place(ref):
+    def f(T):
+        class Doubles(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                return g.mul_(2)
+
+        x = T.ones(3, requires_grad=True)
+        g = T.ones(3)
+        Doubles.apply(x).backward(g)
+        Doubles.apply(x).backward(g)  # g was doubled in place by the first call, as in PyTorch
+        return x.grad, g
+
+    ref.same(f)
