@@ -73,17 +73,11 @@ class Adagrad(Optimizer):
                     continue
                 pa, g = p._data, grad._data
                 state = self.state[p]
-                t0, t1 = self._buf(pa, 0), self._buf(pa, 1)
+                t1 = self._buf(pa, 1)
                 step_arr = state["step"]._data
                 step_arr += 1
                 step = float(step_arr)
-                if maximize:
-                    np.negative(g, out=t0)
-                    g = t0
-                if wd != 0:
-                    np.multiply(pa, wd, out=t1)
-                    np.add(g, t1, out=t0)
-                    g = t0
+                g = self._update_grad(pa, g, maximize, wd)
                 clr = lr / (1 + (step - 1) * lr_decay)
                 pr, g, t1 = _real(pa), _real(g), _real(t1)
                 acc = _real(state["sum"]._data)

@@ -81,21 +81,14 @@ class Adam(Optimizer):
                     if amsgrad:
                         state["max_exp_avg_sq"] = _new_state(np.zeros_like(p._data))
                 pa, g = p._data, grad._data
-                t0, t1 = self._buf(pa, 0), self._buf(pa, 1)
+                t1 = self._buf(pa, 1)
                 step_arr = state["step"]._data
                 step_arr += 1
                 step = float(step_arr)
-                if maximize:
-                    np.negative(g, out=t0)
-                    g = t0
-                if wd != 0:
-                    if decoupled:
-                        pa *= 1 - lr * wd
-                    else:
-                        np.multiply(pa, wd, out=t1)
-                        np.add(g, t1, out=t0)
-                        g = t0
-                pr, g, t0, t1 = _real(pa), _real(g), _real(t0), _real(t1)
+                g = self._update_grad(pa, g, maximize, 0 if decoupled else wd)
+                if decoupled and wd != 0:
+                    pa *= 1 - lr * wd
+                pr, g, t1 = _real(pa), _real(g), _real(t1)
                 exp_avg = _real(state["exp_avg"]._data)
                 exp_avg_sq = _real(state["exp_avg_sq"]._data)
                 _lerp_(exp_avg, g, 1 - beta1, t1)

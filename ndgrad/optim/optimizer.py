@@ -286,6 +286,19 @@ class Optimizer:
         with enable_grad():
             return closure()
 
+    def _update_grad(self, pa: np.ndarray, g: np.ndarray, maximize: bool, weight_decay) -> np.ndarray:
+        """The gradient an update uses: negated for ``maximize``, plus ``weight_decay * param``
+        (L2), in scratch slot 0 when it differs from ``g`` (the user's .grad is never written)."""
+        if weight_decay == 0 and not maximize:
+            return g
+        t = self._buf(pa, 0)
+        if weight_decay != 0:
+            np.multiply(pa, weight_decay, out=t)
+            (np.subtract if maximize else np.add)(t, g, out=t)  # wd * p -+ g, as torch's (+-g) + wd * p
+        else:
+            np.negative(g, out=t)
+        return t
+
     def _buf(self, like: np.ndarray, slot: int = 0) -> np.ndarray:
         """A scratch array shaped like ``like``, reused across steps (no temporaries per update)."""
         key = (like.shape, like.dtype, slot)

@@ -70,16 +70,10 @@ class RMSprop(Optimizer):
                         state["momentum_buffer"] = _new_state(np.zeros_like(pa))
                     if centered:
                         state["grad_avg"] = _new_state(np.zeros_like(pa))
-                t0, t1 = self._buf(pa, 0), self._buf(pa, 1)
+                t1 = self._buf(pa, 1)
                 state["step"]._data += 1
-                if maximize:
-                    np.negative(g, out=t0)
-                    g = t0
-                if wd != 0:
-                    np.multiply(pa, wd, out=t1)
-                    np.add(g, t1, out=t0)
-                    g = t0
-                pr, g, t0, t1 = _real(pa), _real(g), _real(t0), _real(t1)
+                g = self._update_grad(pa, g, maximize, wd)
+                pr, g, t1 = _real(pa), _real(g), _real(t1)
                 sq = _real(state["square_avg"]._data)
                 sq *= alpha
                 np.multiply(g, 1 - alpha, out=t1)

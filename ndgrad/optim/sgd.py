@@ -58,14 +58,7 @@ class SGD(Optimizer):
                 if grad is None:
                     continue
                 pa, g = p._data, grad._data
-                if wd != 0 or maximize:
-                    t = self._buf(pa, 0)  # never write into the user's .grad
-                    if wd != 0:
-                        np.multiply(pa, wd, out=t)
-                        (np.subtract if maximize else np.add)(t, g, out=t)
-                    else:
-                        np.negative(g, out=t)
-                    g = t
+                g = self._update_grad(pa, g, maximize, wd)
                 if momentum != 0:
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
