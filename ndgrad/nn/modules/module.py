@@ -349,22 +349,22 @@ class Module:
                 raise AttributeError("`" + item + "` is not an nn.Module")
         return mod
 
-    def get_parameter(self, target: str) -> Parameter:
+    def _get_leaf(self, target: str):
+        """``(module, name, value)`` of the attribute a dotted ``target`` names."""
         module_path, _, name = target.rpartition(".")
         mod = self.get_submodule(module_path)
         if not hasattr(mod, name):
             raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
-        param = getattr(mod, name)
+        return mod, name, getattr(mod, name)
+
+    def get_parameter(self, target: str) -> Parameter:
+        _, name, param = self._get_leaf(target)
         if not isinstance(param, Parameter):
             raise AttributeError("`" + name + "` is not an nn.Parameter")
         return param
 
     def get_buffer(self, target: str) -> Tensor:
-        module_path, _, name = target.rpartition(".")
-        mod = self.get_submodule(module_path)
-        if not hasattr(mod, name):
-            raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
-        buf = getattr(mod, name)
+        mod, name, buf = self._get_leaf(target)
         if name not in mod._buffers:
             raise AttributeError("`" + name + "` is not a buffer")
         return buf
