@@ -237,15 +237,22 @@ def _scalar_func_outputs(func, inputs, fn_name: str, strict: bool) -> tuple:
     return outputs
 
 
+def _first_grads(func, inputs, v, create_graph, strict, name):
+    """What vhp and hvp share (under enable_grad): checked inputs and ``v``, the scalar output
+    and its gradient with a graph. Returns ``(in_tuple, inputs, v, outputs, jac)``."""
+    in_tuple, inputs = _as_tuple(inputs, "inputs", name)
+    inputs = _prepare(inputs, create_graph, True)
+    v = _take_v(v, inputs, in_tuple, create_graph, name, _V_IN)
+    outputs = _scalar_func_outputs(func, inputs, name, strict)
+    jac = _grads(outputs, inputs, create_graph=True)
+    _check_grads(jac, "jacobian", strict)
+    return in_tuple, inputs, v, outputs, jac
+
+
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """Return ``(func(*inputs), v^T H)`` for a scalar function ``func``."""
     with enable_grad():
-        in_tuple, inputs = _as_tuple(inputs, "inputs", "vhp")
-        inputs = _prepare(inputs, create_graph, True)
-        v = _take_v(v, inputs, in_tuple, create_graph, "vhp", _V_IN)
-        outputs = _scalar_func_outputs(func, inputs, "vhp", strict)
-        jac = _grads(outputs, inputs, create_graph=True)
-        _check_grads(jac, "jacobian", strict)
+        in_tuple, inputs, v, outputs, jac = _first_grads(func, inputs, v, create_graph, strict, "vhp")
     with set_grad_enabled(create_graph or is_grad_enabled()):
         res = _grads(jac, inputs, v, create_graph=create_graph)
         res = _zeros_for_none(res, inputs, strict, create_graph, "double_back")
@@ -255,12 +262,7 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """Return ``(func(*inputs), H v)`` for a scalar ``func``, by the double-vjp trick on the gradient."""
     with enable_grad():
-        in_tuple, inputs = _as_tuple(inputs, "inputs", "hvp")
-        inputs = _prepare(inputs, create_graph, True)
-        v = _take_v(v, inputs, in_tuple, create_graph, "hvp", _V_IN)
-        outputs = _scalar_func_outputs(func, inputs, "hvp", strict)
-        jac = _grads(outputs, inputs, create_graph=True)
-        _check_grads(jac, "jacobian", strict)
+        in_tuple, inputs, v, outputs, jac = _first_grads(func, inputs, v, create_graph, strict, "hvp")
         us = tuple(t.new_zeros(t.shape).requires_grad_(True) for t in inputs)
         double_back = _grads(jac, inputs, us, create_graph=True)
         # NOTE(pytorch): the "hessian" check looks at the gradient again, not at double_back.
