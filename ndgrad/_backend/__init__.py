@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cpu_memory import keep_freed_memory
+
+keep_freed_memory()
+
 __all__ = ["Device", "device", "cpu", "namespace_of", "device_of", "as_device"]
 
 

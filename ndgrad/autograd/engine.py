@@ -22,6 +22,11 @@ __all__ = ["run_backward", "queue_callback", "will_execute_node", "current_task"
 _make = Tensor._make
 _anomaly_state = _anomaly.state
 
+# The profiler's hook: when set, the engine runs each node as ``node_observer(node, grads)``,
+# which must call and return ``node.apply(grads)``. Read once per backward, so off costs nothing
+# per node.
+node_observer = None
+
 
 # --- task state ---
 class GraphTask:
@@ -249,6 +254,7 @@ def _execute(task, root, deps) -> None:
     keep = task.keep_graph
     slow = task.captures is not None or task.needed is not None
     journal = task.journal
+    observe = node_observer
     buffers = {}
     heap = []
     pop, push, get = heappop, heappush, buffers.get
@@ -279,7 +285,7 @@ def _execute(task, root, deps) -> None:
             meta = node.variable._get_meta()
             old = meta.grad
             journal.append((meta, old, None if old is None else old._data.copy()))
-        outputs = node.apply(grads)
+        outputs = node.apply(grads) if observe is None else observe(node, grads)
         if not keep:
             node._saved = None
         edges = node.next_edges
@@ -325,6 +331,7 @@ def _execute_checked(task, root, deps) -> None:
     keep = task.keep_graph
     check_nan = task.check_nan
     journal = task.journal
+    observe = node_observer
     buffers = {root: ()}
     heap = [(-root.sequence_nr, root)]
     outer = _anomaly.current_node()
@@ -341,7 +348,7 @@ def _execute_checked(task, root, deps) -> None:
                     meta = node.variable._get_meta()
                     old = meta.grad
                     journal.append((meta, old, None if old is None else old._data.copy()))
-                outputs = node.apply(grads)
+                outputs = node.apply(grads) if observe is None else observe(node, grads)
                 if not keep:
                     node._saved = None
                 edges = node.next_edges
