@@ -86,12 +86,36 @@ def set_rng_state(state: Tensor) -> None:
     default_generator.set_state(state)
 
 
-def _rng(generator):
+_device_generators: dict = {}  # Device -> Generator: each device has its own stream of numbers
+
+
+def device_generator(device) -> Generator:
+    """The default generator of a non-CPU device (``torch.cuda.default_generators[i]``). Numbers
+    are drawn on the host and moved, so a seed gives the same values on every device type."""
+    dev = _backend.as_device(device)
+    if dev.type != "cpu":
+        dev = _backend.device_type(dev).normalize(dev)
+    g = _device_generators.get(dev)
+    if g is None:
+        g = _device_generators[dev] = Generator(dev)
+    return g
+
+
+def _rng(generator, device=None):
+    if generator is None and device is not None and device is not _backend.cpu:
+        dev = _backend.as_device(device)
+        if dev.type != "cpu":
+            return device_generator(dev).rng
     return (generator or default_generator).rng
 
 
 # --- helpers ---
-def _leaf(arr, requires_grad: bool) -> Tensor:
+def _leaf(arr, requires_grad: bool, device=None) -> Tensor:
+    """A new leaf holding ``arr`` (made on the host), moved to ``device`` when one is given."""
+    if device is not None and device is not _backend.cpu:
+        dev = _backend.as_device(device)
+        if dev.type != "cpu":
+            arr = _backend.to_device(arr, dev)
     t = Tensor._make(arr, None, 0, None)
     if requires_grad:
         if arr.dtype.kind not in "fc":
@@ -179,9 +203,13 @@ def _plain(data):
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
     """Copy ``data`` (nested sequences, a NumPy array, a scalar or a tensor) into a new leaf."""
     _check(device)
-    arr = np.array(_to_array(data, dtype), copy=True)
+    src = _to_array(data, dtype)
+    if type(src) is not np.ndarray and _backend.device_of(src).type != "cpu":  # a device tensor
+        device = _backend.device_of(src) if device is None else device
+        src = _backend.device_type(_backend.device_of(src)).to_host(src)
+    arr = np.array(src, copy=True)
     D.from_np(arr.dtype)
-    return _leaf(arr, requires_grad)
+    return _leaf(arr, requires_grad, device)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -190,7 +218,9 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if isinstance(data, Tensor) and (dtype is None or D.to_dtype(dtype).np == data._data.dtype):
         return data
     arr = _to_array(data, dtype)
-    return _leaf(np.asarray(arr), False)
+    if isinstance(data, Tensor) and device is None:
+        return _leaf(arr, False)  # a cast keeps the tensor's device
+    return _leaf(_backend.adopt(arr), False, device)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -203,25 +233,25 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
     _check(device)
-    return _leaf(np.zeros(_size(size), _dt(dtype)), requires_grad)
+    return _leaf(np.zeros(_size(size), _dt(dtype)), requires_grad, device)
 
 
 def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
     _check(device)
-    return _leaf(np.ones(_size(size), _dt(dtype)), requires_grad)
+    return _leaf(np.ones(_size(size), _dt(dtype)), requires_grad, device)
 
 
 def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           memory_format=None) -> Tensor:
     _check(device)
-    return _leaf(np.empty(_size(size), _dt(dtype)), requires_grad)
+    return _leaf(np.empty(_size(size), _dt(dtype)), requires_grad, device)
 
 
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
     _check(device)
     if dtype is None:
         dtype = _infer_dtype(fill_value.item() if isinstance(fill_value, Tensor) else fill_value)
-    return _leaf(np.full(_size((size,)), fill_value, _dt(dtype)), requires_grad)
+    return _leaf(np.full(_size((size,)), fill_value, _dt(dtype)), requires_grad, device)
 
 
 def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
@@ -236,7 +266,7 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
     if dtype is None:
         dtype = _infer_dtype([start, end, step])
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
-    return _leaf(np.arange(*vals).astype(_dt(dtype)), requires_grad)
+    return _leaf(np.arange(*vals).astype(_dt(dtype)), requires_grad, device)
 
 
 def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
@@ -244,12 +274,12 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     _check(device)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    return _leaf(np.linspace(start, end, steps).astype(_dt(dtype)), requires_grad)
+    return _leaf(np.linspace(start, end, steps).astype(_dt(dtype)), requires_grad, device)
 
 
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
     _check(device)
-    return _leaf(np.eye(n, n if m is None else m, dtype=_dt(dtype)), requires_grad)
+    return _leaf(np.eye(n, n if m is None else m, dtype=_dt(dtype)), requires_grad, device)
 
 
 def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
@@ -258,8 +288,8 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     dt = _dt(dtype)
     if dt.kind != "f":
         raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{D._FROM_NP[dt].legacy[:-6]}\'')
-    arr = _rng(generator).random(_size(size), dtype=dt if dt.itemsize >= 4 else np.float32).astype(dt, copy=False)
-    return _leaf(arr, requires_grad)
+    arr = _rng(generator, device).random(_size(size), dtype=dt if dt.itemsize >= 4 else np.float32).astype(dt, copy=False)
+    return _leaf(arr, requires_grad, device)
 
 
 def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
@@ -268,8 +298,8 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     dt = _dt(dtype)
     if dt.kind not in "fc":
         raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{D._FROM_NP[dt].legacy[:-6]}\'')
-    arr = _rng(generator).standard_normal(_size(size), dtype=dt if dt.itemsize >= 4 else np.float32)
-    return _leaf(arr.astype(dt, copy=False), requires_grad)
+    arr = _rng(generator, device).standard_normal(_size(size), dtype=dt if dt.itemsize >= 4 else np.float32)
+    return _leaf(arr.astype(dt, copy=False), requires_grad, device)
 
 
 def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
@@ -281,8 +311,8 @@ def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, 
         low, high = 0, low
     if size is None:
         raise TypeError("randint() missing 1 required positional arguments: \"size\"")
-    arr = _rng(generator).integers(low, high, size=tuple(size))
-    return _leaf(arr.astype(_dt(dtype, D.int64)), requires_grad)
+    arr = _rng(generator, device).integers(low, high, size=tuple(size))
+    return _leaf(arr.astype(_dt(dtype, D.int64)), requires_grad, device)
 
 
 def _like(fill):
@@ -290,35 +320,37 @@ def _like(fill):
              generator=None):
         _check(device)
         dt = input.dtype if dtype is None else D.to_dtype(dtype)
-        return fill(tuple(input.shape), dt, requires_grad, generator)
+        return fill(tuple(input.shape), dt, requires_grad, generator, input.device if device is None else device)
 
     return like
 
 
-zeros_like = _like(lambda s, d, rg, g: zeros(s, dtype=d, requires_grad=rg))
-ones_like = _like(lambda s, d, rg, g: ones(s, dtype=d, requires_grad=rg))
-empty_like = _like(lambda s, d, rg, g: empty(s, dtype=d, requires_grad=rg))
-rand_like = _like(lambda s, d, rg, g: rand(s, dtype=d, requires_grad=rg, generator=g))
-randn_like = _like(lambda s, d, rg, g: randn(s, dtype=d, requires_grad=rg, generator=g))
+zeros_like = _like(lambda s, d, rg, g, dev: zeros(s, dtype=d, requires_grad=rg, device=dev))
+ones_like = _like(lambda s, d, rg, g, dev: ones(s, dtype=d, requires_grad=rg, device=dev))
+empty_like = _like(lambda s, d, rg, g, dev: empty(s, dtype=d, requires_grad=rg, device=dev))
+rand_like = _like(lambda s, d, rg, g, dev: rand(s, dtype=d, requires_grad=rg, generator=g, device=dev))
+randn_like = _like(lambda s, d, rg, g, dev: randn(s, dtype=d, requires_grad=rg, generator=g, device=dev))
 
 
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None) -> Tensor:
     return full(tuple(input.shape), fill_value, dtype=input.dtype if dtype is None else dtype,
-                requires_grad=requires_grad)
+                requires_grad=requires_grad, device=input.device if device is None else device)
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
                  requires_grad=False, memory_format=None) -> Tensor:
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(input.shape), dtype=input.dtype if dtype is None else dtype)
+    return randint(low, high, tuple(input.shape), dtype=input.dtype if dtype is None else dtype,
+                   device=input.device if device is None else device)
 
 
 # --- Tensor.new_* ---
 def _new_factory(fn):
     def new(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
-        return fn(_size(size), dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
+        return fn(_size(size), dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad,
+                  device=self.device if device is None else device)
 
     return new
 

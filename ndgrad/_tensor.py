@@ -98,6 +98,12 @@ class Tensor:
     def device(self):
         return _backend.device_of(self._data)
 
+    def record_stream(self, stream) -> None:
+        """Keep this tensor's memory from reuse until the work queued on ``stream`` is done."""
+        if self.device.type == "cpu":
+            raise RuntimeError("record_stream: expected a device tensor")  # NOTE(pytorch): CPU tensors have no streams
+        _backend.device_type(self.device).keep_alive(self._data, stream)
+
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
@@ -402,10 +408,6 @@ class Tensor:
     def name(self):
         m = self._meta
         return None if m is None else m.name
-
-    # --- devices ---
-    def cpu(self) -> "Tensor":
-        return self
 
     def is_inference(self) -> bool:
         return False

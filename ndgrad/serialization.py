@@ -98,7 +98,12 @@ class _Writer:
     def tensor(self, t: Tensor) -> int:
         idx = self.tensor_ids.get(id(t))
         if idx is None:
-            rec = self.array(np.asarray(t._data))
+            a = t._data
+            if type(a) is not np.ndarray:  # a device array: its storage is written from a host copy
+                a = _backend.device_type(t.device).to_host(a)
+            rec = self.array(a)
+            if t.device.type != "cpu":
+                rec["device"] = str(t.device)
             rec["requires_grad"] = bool(t.requires_grad)
             rec["parameter"] = self.param_cls is not None and isinstance(t, self.param_cls)
             idx = self.tensor_ids[id(t)] = len(self.tensors)
@@ -241,9 +246,12 @@ class _Reader:
             except (IndexError, TypeError):
                 raise _bad(f"no tensor {idx!r}") from None
             t = Tensor._make(self.array(rec), None, 0, None)
-            if self.map_fn is not None:
-                mapped = self.map_fn(t, "cpu")
-                t = t if mapped is None else mapped
+            location = rec.get("device", "cpu")
+            mapped = None if self.map_fn is None else self.map_fn(t, location)
+            if mapped is not None:
+                t = mapped
+            elif location != "cpu":
+                t = t.to(_restore_device(location))
             rg = bool(rec.get("requires_grad", False))
             if rec.get("parameter") and self.param_cls is not None:
                 t = self.param_cls(t, requires_grad=rg)
@@ -298,18 +306,30 @@ class _Reader:
         raise _bad(f"unknown record type {kind!r}")
 
 
+def _restore_device(location: str):
+    """The device a tensor saved at ``location`` is loaded onto, with PyTorch's error when this
+    process has no such device."""
+    try:
+        return _backend.check_device(location)
+    except AssertionError:  # CUDA asked for, none here
+        raise RuntimeError(
+            "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
+            "False. If you are running on a CPU-only machine, please use torch.load with "
+            "map_location=torch.device('cpu') to map your storages to the CPU."
+        ) from None
+
+
 def _map_fn(map_location):
-    """``map_location`` as a per-tensor function (None: nothing to do on a CPU-only build)."""
+    """``map_location`` as a function ``fn(tensor, saved_location)`` -> tensor or None (keep)."""
     if map_location is None:
         return None
     if callable(map_location) and not isinstance(map_location, (str, _backend.Device)):
         return map_location
     if isinstance(map_location, dict):
-        for dev in map_location.values():
-            _backend.check_device(dev)
-        return None
-    _backend.check_device(map_location)
-    return None
+        table = {str(k): _restore_device(str(v)) for k, v in map_location.items()}
+        return lambda t, loc: t.to(table[loc]) if loc in table else None
+    dev = _restore_device(str(map_location))
+    return lambda t, loc: t.to(dev)
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,

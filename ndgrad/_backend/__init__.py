@@ -1,19 +1,26 @@
 """Backend layer: the one place that knows which array library holds a tensor's data.
 
-Today only NumPy (the ``cpu`` device) is wired in; the GPU issue adds CuPy here. Everything
-above this layer asks ``namespace_of(array)`` or ``device_of(array)`` instead of importing NumPy
-to create arrays, so that one op definition serves every backend.
+A *device type* (``DeviceType``) says how arrays of one kind of device are made, moved and
+ordered: the CPU (NumPy arrays, no streams), CUDA (CuPy arrays, streams and events; imported
+only when asked for) and the stream-logging test device (``stream_log``: NumPy arrays whose
+streams and events log what the engine does with them). Everything above this layer asks
+``namespace_of(array)`` or ``device_of(array)`` instead of importing NumPy to create arrays, so
+that one op definition serves every device.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import streams
 from .cpu_memory import keep_freed_memory
+from .streams import Event, Stream, current_stream, use_stream
 
 keep_freed_memory()
 
-__all__ = ["Device", "device", "cpu", "namespace_of", "device_of", "as_device"]
+__all__ = ["Device", "device", "cpu", "namespace_of", "device_of", "as_device", "DeviceType",
+           "device_type", "register_device_type", "to_device", "adopt", "meta_of", "Stream", "Event",
+           "current_stream", "use_stream"]
 
 
 class Device:
@@ -45,7 +52,75 @@ class Device:
 
 
 cpu = Device("cpu")
-_KNOWN = {"cpu"}
+_BUILTIN = ("cpu", "cuda", "meta")
+
+
+class DeviceType:
+    """How arrays of one kind of device are made, moved and ordered. The base is the CPU."""
+
+    name = "cpu"
+    array_type = np.ndarray
+    xp = np
+    has_streams = False
+
+    def check(self, dev: Device) -> None:
+        """Raise PyTorch's error when ``dev`` cannot hold arrays here."""
+
+    def device_of(self, array) -> Device:
+        return cpu
+
+    def normalize(self, dev: Device) -> Device:
+        """``dev`` with its index filled in (``cuda`` -> ``cuda:<current>``)."""
+        return dev
+
+    def from_host(self, array: np.ndarray, dev: Device):
+        """A copy of a host array on ``dev`` (shares memory where the device is the host)."""
+        return array
+
+    def to_host(self, array) -> np.ndarray:
+        return array
+
+    def default_stream(self, dev: Device):
+        raise RuntimeError(f"device type {self.name} has no streams")
+
+    def keep_alive(self, array, stream) -> None:
+        """``Tensor.record_stream``: ``array``'s memory is not reused until the work queued on
+        ``stream`` so far is done (its last reference is held until an event there completes)."""
+        pending = self._pending
+        pending[:] = [(a, e) for a, e in pending if not e.query()]
+        pending.append((array, stream.record_event()))
+
+    @property
+    def _pending(self) -> list:
+        p = self.__dict__.get("_pending_list")
+        if p is None:
+            p = self.__dict__["_pending_list"] = []
+        return p
+
+
+_cpu_type = DeviceType()
+_TYPES: dict = {"cpu": _cpu_type}
+_BY_ARRAY: dict = {}  # array type -> DeviceType, for every type but numpy.ndarray
+
+
+def register_device_type(t: DeviceType) -> None:
+    _TYPES[t.name] = t
+    _BY_ARRAY[t.array_type] = t
+
+
+def device_type(dev) -> DeviceType:
+    """The device type of a Device or device string; CUDA's is loaded on first use."""
+    name = dev.type if isinstance(dev, Device) else as_device(dev).type
+    t = _TYPES.get(name)
+    if t is None:
+        if name != "cuda":
+            raise RuntimeError(f"unsupported device {dev}")
+        from . import cuda  # registers itself; needs CuPy and a device to be usable
+
+        t = _TYPES["cuda"]
+    return t
+
+
 
 
 def as_device(spec) -> Device:
@@ -57,9 +132,10 @@ def as_device(spec) -> Device:
     if not isinstance(spec, str):
         raise TypeError(f"device() received an invalid combination of arguments - got ({type(spec).__name__})")
     name, _, idx = spec.partition(":")
-    if name not in ("cpu", "cuda", "meta"):
+    if name not in _BUILTIN and name not in _TYPES:
         raise RuntimeError(
-            "Expected one of cpu, cuda, meta device type at start of device string: " + spec
+            f"Expected one of {', '.join(_BUILTIN + tuple(t for t in _TYPES if t not in _BUILTIN))} "
+            f"device type at start of device string: {spec}"
         )
     if idx:
         if not idx.isdigit():
@@ -77,17 +153,53 @@ def device(type, index=None) -> Device:
 
 def namespace_of(array):
     """The array module (``xp``) that owns ``array``."""
-    return np
+    if type(array) is np.ndarray:
+        return np
+    t = _BY_ARRAY.get(type(array))
+    return np if t is None else t.xp
 
 
 def device_of(array) -> Device:
-    return cpu
+    if type(array) is np.ndarray:
+        return cpu
+    t = _BY_ARRAY.get(type(array))
+    return cpu if t is None else t.device_of(array)
 
 
-def check_device(dev) -> None:
-    """Raise PyTorch's error for a device this build cannot place arrays on."""
+def check_device(dev) -> Device:
+    """Raise PyTorch's error for a device this process cannot place arrays on; else the Device."""
     dev = as_device(dev)
     if dev.type != "cpu":
-        raise RuntimeError(
-            "Torch not compiled with CUDA enabled" if dev.type == "cuda" else f"unsupported device {dev}"
-        )
+        if dev.type == "meta":
+            raise RuntimeError("unsupported device meta")
+        device_type(dev).check(dev)
+    return dev
+
+
+def to_device(array, dev: Device):
+    """``array`` on ``dev``: itself when it is there already, else a copy."""
+    if dev.type != "cpu":
+        dev = device_type(dev).normalize(dev)
+    src = device_of(array)
+    if src == dev:
+        return array
+    host = array if src.type == "cpu" and type(array) is np.ndarray else _TYPES[src.type].to_host(array)
+    return device_type(dev).from_host(host, dev) if dev.type != "cpu" else np.array(host, copy=src.type == "cpu")
+
+
+def adopt(out):
+    """An op's raw result as an array: NumPy scalars become 0-d arrays, device arrays stay."""
+    t = type(out)
+    if t is np.ndarray or t in _BY_ARRAY:
+        return out
+    return np.asarray(out)
+
+
+def meta_of(array) -> tuple:
+    """``shape, dtype, device, stream`` of a gradient a node will receive for ``array``: the
+    stream is the current one of the array's device (None on the CPU)."""
+    if type(array) is np.ndarray:
+        return (array.shape, array.dtype, cpu, None)
+    dev = device_of(array)
+    t = _TYPES[dev.type] if dev.type in _TYPES else _cpu_type
+    return (array.shape, array.dtype, dev, current_stream(dev) if t.has_streams else None)

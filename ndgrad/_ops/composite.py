@@ -25,9 +25,16 @@ defop("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", lambd
       {"self": lambda grad: grad},
       samples=lambda rng: [sample("2d", rng.standard_normal((3, 4))), sample("nc", nc(rng.standard_normal((3, 4))))])
 
-_to_copy = defop("_to_copy(Tensor self, *, ScalarType? dtype=None) -> Tensor",
-                 lambda x, dtype: x.astype(D.to_dtype(dtype).np) if dtype is not None else x.copy(),
-                 {"self": lambda grad: grad}, method=False, api=False,
+def _copy_to(x, dtype, device):
+    y = x.astype(D.to_dtype(dtype).np) if dtype is not None else None
+    if device is not None and _backend.device_of(x) != device:
+        return _backend.to_device(x if y is None else y, device)
+    return x.copy() if y is None else y
+
+
+_to_copy = defop("_to_copy(Tensor self, *, ScalarType? dtype=None, Device? device=None) -> Tensor", _copy_to,
+                 {"self": lambda grad, self_device: grad if grad.device == self_device else grad.to(self_device)},
+                 method=False, api=False,
                  samples=lambda rng: [sample("to_f32", rng.standard_normal((3,)), dtype=D.float32),
                                       sample("same", rng.standard_normal((3,)), dtype=D.float64)]).call
 
@@ -56,11 +63,17 @@ def to(self, *args, **kwargs):
     """``Tensor.to(dtype)``, ``.to(device)``, ``.to(other)``; returns self when nothing changes."""
     dtype, device, copy = _parse_to(args, dict(kwargs))
     if device is not None:
-        _backend.check_device(device)
+        device = _backend.check_device(device)
+        if device.type != "cpu":
+            device = _backend.device_type(device).normalize(device)
+        if device == self.device:
+            device = None
     if dtype is not None:
         dtype = D.to_dtype(dtype)
-        if dtype.np != self._data.dtype:
-            return _to_copy(self, dtype=dtype)
+        if dtype.np == self._data.dtype:
+            dtype = None
+    if dtype is not None or device is not None:
+        return _to_copy(self, dtype=dtype, device=device)
     return _to_copy(self) if copy else self
 
 
@@ -71,7 +84,18 @@ def _caster(dt):
     return cast
 
 
+def _cpu(self, memory_format=None):
+    return to(self, "cpu")
+
+
+def _cuda(self, device=None, non_blocking=False, memory_format=None):
+    dev = _backend.Device("cuda", None) if device is None else _backend.as_device(device)
+    return to(self, dev if dev.type == "cuda" else _backend.Device("cuda", dev.index))
+
+
 Tensor.to = to
+Tensor.cpu = _cpu
+Tensor.cuda = _cuda
 Tensor.float = _caster(D.float32)
 Tensor.double = _caster(D.float64)
 Tensor.half = _caster(D.float16)

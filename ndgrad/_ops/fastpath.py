@@ -40,9 +40,9 @@ def allow_subclass(cls) -> None:
 
 def _env(rec):
     env = {
-        "_rec": rec, "_T": Tensor, "_P": _fast_subclass, "_new": object.__new__, "_nd": np.ndarray, "_asarray": np.asarray,
+        "_rec": rec, "_T": Tensor, "_P": _fast_subclass, "_new": object.__new__, "_nd": np.ndarray, "_asarray": _backend.adopt,
         "_refresh": refresh_view, "_acc": grad_accumulator, "_seq": _seq_next, "_gs": _gs,
-        "_si": save_input, "_so": save_output, "_cpu": _backend.cpu, "_FLOATY": _FLOATY,
+        "_si": save_input, "_so": save_output, "_cpu": _backend.cpu, "_meta": _backend.meta_of, "_FLOATY": _FLOATY,
         "_BOOL": _BOOL, "_HU": hooks_in_use, "_fwd": rec.fwd, "_Node": rec.node_cls, "_MSG": SECOND_BACKWARD_MSG,
     }
     _ENVS.append(env)
@@ -74,11 +74,11 @@ def public(rec, dispatch, scalar_saved):
     """The op's public function with an inlined fast path, or None when not eligible."""
     if not _eligible(rec):
         return None
-    from .registry import _modes  # the same list object the dispatcher consults
+    from .registry import _modes, _unify_devices  # the list object the dispatcher consults
 
     params = rec.params
     env = _env(rec)
-    env.update(_dispatch=dispatch, _modes=_modes, _Sc=scalar_saved)
+    env.update(_dispatch=dispatch, _modes=_modes, _Sc=scalar_saved, _unify=_unify_devices)
     sig, names = signature(rec, env)
     slow = f"return _dispatch(_rec, ({', '.join(names)},))"
     scalar_ok = {i for i in rec.promote_pos} if rec.promote else set()
@@ -123,8 +123,9 @@ def public(rec, dispatch, scalar_saved):
     L += ["        " + g for g in G]
     fargs = [f"x{i}" if i in rec.tensor_pos else params[i].name for i in range(len(params))]
     # NumPy's errors (shapes that do not broadcast) are reworded by the reference path.
-    L += ["    try:", f"        out = _fwd({', '.join(fargs)})", "    except ValueError:", f"        {slow}",
+    L += ["    try:", f"        out = _fwd({', '.join(fargs)})", "    except (ValueError, TypeError):", f"        {slow}",
           "    if type(out) is not _nd:", "        out = _asarray(out)",
+          "        if type(out) is not _nd:", f"            _unify(_rec, [{', '.join(fargs)}])",  # a device array
           "    t = _new(_T)", "    t._data = out", "    t._rg = False", "    t._grad_fn = None",
           "    t._output_nr = 0", "    t._vc = None", "    t._view = None", "    t._meta = None"]
     if rec.node_cls is not None:
@@ -151,6 +152,8 @@ def public(rec, dispatch, scalar_saved):
                 args.append(p)
             elif kind == "shape":
                 args.append(f"(x{pos}.shape if tp{pos} is _T else ())" if pos in scalar_ok else f"x{pos}.shape")
+            elif kind == "device":
+                args.append(f"{p}.device")
             else:
                 args.append(f"{p}.dtype" if pos not in scalar_ok else f"({p}.dtype if tp{pos} is _T else None)")
         raw = [params[pos] for kind, pos in rec.arg_plan if kind == "raw"]
@@ -172,7 +175,7 @@ def public(rec, dispatch, scalar_saved):
                 val = _save_expr(params[pos].name)
             saved.append(f"({val} if {cond} else None)")
         L.append(f"        node._saved = ({''.join(v + ', ' for v in saved)})")
-        L += ["        node._in_meta = (out.shape, out.dtype, _cpu)",
+        L += ["        node._in_meta = (out.shape, out.dtype, _cpu, None) if type(out) is _nd else _meta(out)",
               "        t._grad_fn = node", "        t._rg = True"]
     L.append("    return t")
     src = "\n".join(L) + "\n"

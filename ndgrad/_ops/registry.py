@@ -34,7 +34,7 @@ _new = object.__new__
 _make = Tensor._make
 _cpu = _backend.cpu
 _ndarray = np.ndarray
-_asarray = np.asarray
+_asarray = _backend.adopt
 
 # Dispatch modes (profiler, graph capture, forward AD, anomaly mode) sit on this stack; the hot
 # path pays one truthiness check of it when none is active. A mode handles an op by calling
@@ -308,7 +308,7 @@ def _build_backward(rec: OpRecord, vjp: dict | None, node_name: str) -> None:
         rec.n_saved = 0
         rec.uses_needs = False
         return
-    saved, args = [], []  # ("in", pos) / ("out", i);  ("raw"|"shape"|"dtype", pos)
+    saved, args = [], []  # ("in", pos) / ("out", i);  ("raw"|"shape"|"dtype"|"device", pos)
 
     def source(pname: str, op: str):
         if pname == "grad":
@@ -325,7 +325,7 @@ def _build_backward(rec: OpRecord, vjp: dict | None, node_name: str) -> None:
             if params[pos].code:
                 return _slot(saved, ("in", pos), "S")
             return _slot(args, ("raw", pos), "A")
-        for suffix in ("_shape", "_dtype"):
+        for suffix in ("_shape", "_dtype", "_device"):
             if pname.endswith(suffix) and pname[: -len(suffix)] in pnames:
                 pos = pnames.index(pname[: -len(suffix)])
                 return _slot(args, (suffix[1:], pos), "A")
@@ -358,7 +358,7 @@ def _build_backward(rec: OpRecord, vjp: dict | None, node_name: str) -> None:
         setattr(cls, "_saved_" + nm, property(lambda self, k=k: self._unpack_one(k)))
         setattr(cls, "_raw_saved_" + nm, property(lambda self, k=k: RawSaved(self, k)))
     for k, (kind, pos) in enumerate(args):
-        nm = pnames[pos] + ("" if kind == "raw" else "_sym_sizes" if kind == "shape" else "_dtype")
+        nm = pnames[pos] + ("" if kind == "raw" else "_sym_sizes" if kind == "shape" else "_" + kind)
         setattr(cls, "_saved_" + nm, property(lambda self, k=k: self._args[k]))
     rec.node_cls = cls
 
@@ -422,7 +422,7 @@ def _materialize(node, grads):
     xp = np
     meta = node._in_meta
     return tuple(
-        _make(xp.zeros(meta[3 * i], meta[3 * i + 1]), None, 0, None) if g is None else g
+        _make(xp.zeros(meta[4 * i], meta[4 * i + 1]), None, 0, None) if g is None else g
         for i, g in enumerate(grads)
     )
 
@@ -564,10 +564,51 @@ def _forward(rec, fwd, args):
     if rec.promote:
         _promote(rec, args, xs)
     try:
-        return fwd(*xs), rg
+        res = fwd(*xs)
     except ValueError:
         _check_broadcast(rec, xs)
         raise
+    except TypeError:  # CuPy refuses host arrays: a device mix-up, or a 0-d host operand to move
+        if not _unify_devices(rec, xs):
+            raise
+        res = fwd(*xs)
+    if type(res) is not _ndarray and type(res) in _device_arrays:
+        _unify_devices(rec, xs)  # NumPy subclasses (the stream-log device) mix without complaint
+    return res, rg
+
+
+_device_arrays = _backend._BY_ARRAY  # array type -> device type, for every array but ndarray
+
+
+def _unify_devices(rec, xs) -> bool:
+    """Raise PyTorch's error when tensor arguments sit on different devices; a 0-d host array
+    (a CPU scalar tensor, allowed beside device tensors as in PyTorch) moves to the device.
+    Returns whether any argument is on a device."""
+    found, scalars = None, []
+    for i in rec.tensor_pos:
+        a = xs[i]
+        if type(a) is _ndarray:
+            if a.ndim == 0:
+                scalars.append(i)
+                continue
+            d = _cpu
+        elif type(a) in _device_arrays:
+            d = _backend.device_of(a)
+        else:
+            continue
+        if found is None:
+            found = d
+        elif d != found:
+            first, second = (found, d) if d.type == "cpu" else (d, found)
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found at least two devices, "
+                f"{first} and {second}!"
+            )
+    if found is None or found.type == "cpu":
+        return False
+    for i in scalars:
+        xs[i] = _backend.to_device(xs[i], found)
+    return True
 
 
 def _check_broadcast(rec, xs) -> None:
@@ -652,6 +693,8 @@ def _arg_value(kind, a):
         if type(a) in (list, tuple):
             return [t._data.shape if isinstance(t, Tensor) else () for t in a]
         return a._data.shape if isinstance(a, Tensor) else ()
+    if kind == "device":
+        return a.device
     if type(a) in (list, tuple):
         return [t.dtype for t in a]
     return a.dtype if isinstance(a, Tensor) else D.result_type([a])
@@ -679,7 +722,7 @@ def _attach(rec, node, outs) -> None:
     meta = []
     for nr, o in enumerate(outs):
         d = o._data
-        meta += (d.shape, d.dtype, _cpu)
+        meta += (d.shape, d.dtype, _cpu, None) if type(d) is _ndarray else _backend.meta_of(d)
         if d.dtype.kind in "fc":
             o._grad_fn = node
             o._output_nr = nr
@@ -804,7 +847,7 @@ def _op_title(node) -> str:
 def _custom_view_error(t):
     """In-place on a view returned by a custom Function: its backward would be bypassed."""
     fn = t._grad_fn
-    n_out = sum(1 for k in range(0, len(fn._in_meta), 3) if fn._in_meta[k] is not None)
+    n_out = sum(1 for k in range(0, len(fn._in_meta), 4) if fn._in_meta[k] is not None)
     if n_out > 1:
         raise RuntimeError(
             f"Output {t._output_nr} of {_op_title(fn)} is a view and is being modified inplace. This "
@@ -855,7 +898,7 @@ def _copy_slices(view, info, base_rec, fn) -> None:
     cs.sequence_nr = fn.sequence_nr
     cs._extra = None
     d = base._data
-    cs._in_meta = (d.shape, d.dtype, _cpu)
+    cs._in_meta = _backend.meta_of(d)
     _attach(base_rec, fn, (view,))  # fn saves the view's new value as its result, if needed
     base._grad_fn = cs
     base._output_nr = 0

@@ -11,6 +11,8 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from .. import _backend
+from .._backend.streams import in_use as _streams_in_use
 from .._tensor import Tensor, gradient_edge, refresh_view
 from . import anomaly_mode as _anomaly
 from . import graph as _graph
@@ -183,9 +185,10 @@ def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unus
     _gs.grad_enabled = create_graph
     try:
         try:
-            if _anomaly_state.enabled:  # read once per call: the checked loop, or the fast one
-                task.check_nan = _anomaly_state.check_nan
-                _execute_checked(task, root, deps)
+            anomaly = _anomaly_state.enabled
+            if anomaly or _streams_in_use[0]:  # read once per call: the general loop, or the fast one
+                task.check_nan = anomaly and _anomaly_state.check_nan
+                _execute_general(task, root, deps, anomaly)
             else:
                 _execute(task, root, deps)
         except BaseException:
@@ -298,7 +301,7 @@ def _execute(task, root, deps) -> None:
             nxt, nr = e
             if g is not None and not hooked:
                 meta = nxt._in_meta
-                k = 3 * nr
+                k = 4 * nr
                 shape, dtype = meta[k], meta[k + 1]
                 a = g._data
                 if a.shape != shape or a.dtype is not dtype and a.dtype != dtype:
@@ -306,14 +309,14 @@ def _execute(task, root, deps) -> None:
             d = deps[nxt] - 1
             buf = get(nxt)
             if buf is None:
-                if not d and len(nxt._in_meta) == 3:  # its one and only gradient
+                if not d and len(nxt._in_meta) == 4:  # its one and only gradient
                     if ready is None:
                         ready, ready_grads = nxt, (g,)
                     else:
                         buffers[nxt] = (g,)
                         push(heap, (-nxt.sequence_nr, nxt))
                     continue
-                buf = buffers[nxt] = [None] * (len(nxt._in_meta) // 3)
+                buf = buffers[nxt] = [None] * (len(nxt._in_meta) >> 2)
             if g is not None:
                 old = buf[nr]
                 buf[nr] = g if old is None else _sum(old, g)
@@ -323,23 +326,36 @@ def _execute(task, root, deps) -> None:
                 push(heap, (-nxt.sequence_nr, nxt))
 
 
-def _execute_checked(task, root, deps) -> None:
-    """The loop under anomaly mode: same order and semantics as ``_execute`` (every node through
-    the heap, every output validated), plus: a failing node warns with its forward traceback
-    (and its parents') before the error propagates, NaN gradients raise, and nodes created while
-    a node runs (create_graph, nested backward) record it as their parent."""
+def _execute_general(task, root, deps, anomaly: bool) -> None:
+    """The loop for anomaly mode and for devices with streams: the same order and semantics as
+    ``_execute`` (every node through the heap, every output validated), plus
+    - anomaly mode: a failing node warns with its forward traceback (and its parents') before
+      the error propagates, NaN gradients raise, and nodes created while a node runs
+      (create_graph, nested backward) record it as their parent;
+    - streams (DESIGN §5): each node runs with its forward stream current, after waiting on the
+      events of the gradients it received; gradients cross streams in ``_add``; leaf streams
+      are synchronised with the caller's at the end."""
     keep = task.keep_graph
     check_nan = task.check_nan
     journal = task.journal
     observe = node_observer
+    streams = _streams_in_use[0]
     buffers = {root: ()}
+    ready = {}  # node -> per-slot event the node's stream waits on before it runs (streams)
+    leaf_streams = set()
     heap = [(-root.sequence_nr, root)]
-    outer = _anomaly.current_node()
+    outer = _anomaly.current_node() if anomaly else None
     try:
         while heap:
             node = heappop(heap)[1]
             grads = buffers.pop(node)
-            _anomaly.set_current_node(node)
+            stream = _stream_of(node) if streams else None
+            if stream is not None:
+                for ev in ready.pop(node, ()):
+                    if ev is not None and ev.stream != stream:
+                        stream.wait_event(ev)
+            if anomaly:
+                _anomaly.set_current_node(node)
             try:
                 grads = _before_node(task, node, grads)
                 if grads is None:
@@ -348,7 +364,13 @@ def _execute_checked(task, root, deps) -> None:
                     meta = node.variable._get_meta()
                     old = meta.grad
                     journal.append((meta, old, None if old is None else old._data.copy()))
-                outputs = node.apply(grads) if observe is None else observe(node, grads)
+                    if stream is not None:
+                        leaf_streams.add(stream)
+                if stream is None or _backend.current_stream(stream.device) == stream:
+                    outputs = node.apply(grads) if observe is None else observe(node, grads)
+                else:
+                    with _backend.use_stream(stream):
+                        outputs = node.apply(grads) if observe is None else observe(node, grads)
                 if not keep:
                     node._saved = None
                 edges = node.next_edges
@@ -361,7 +383,8 @@ def _execute_checked(task, root, deps) -> None:
                         if g is not None and np.isnan(g._data).any():
                             raise _anomaly.nan_error(node, i)
             except BaseException:
-                _anomaly.report(node)
+                if anomaly:
+                    _anomaly.report(node)
                 raise
             for e, g in zip(edges, outputs):
                 if e is None:
@@ -369,16 +392,66 @@ def _execute_checked(task, root, deps) -> None:
                 nxt, nr = e
                 buf = buffers.get(nxt)
                 if buf is None:
-                    buf = buffers[nxt] = [None] * (len(nxt._in_meta) // 3)
+                    buf = buffers[nxt] = [None] * (len(nxt._in_meta) >> 2)
                 if g is not None:
-                    old = buf[nr]
-                    buf[nr] = g if old is None else _sum(old, g)
+                    if streams:
+                        _add(buf, ready, nxt, nr, g, stream)
+                    else:
+                        old = buf[nr]
+                        buf[nr] = g if old is None else _sum(old, g)
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if not d:
                     heappush(heap, (-nxt.sequence_nr, nxt))
     finally:
-        _anomaly.set_current_node(outer)
+        if anomaly:
+            _anomaly.set_current_node(outer)
+    for s in leaf_streams:  # the caller's stream must see the leaves' gradients
+        caller = _backend.current_stream(s.device)
+        if caller != s:
+            caller.wait_event(s.record_event())
+
+
+def _stream_of(node):
+    """The stream a node's forward ran on: that of its first gradient slot with one."""
+    meta = node._in_meta
+    for k in range(3, len(meta), 4):
+        if meta[k] is not None:
+            return meta[k]
+    return None
+
+
+def _add(buf, ready, consumer, nr, g, producer) -> None:
+    """One gradient into a consumer's buffer slot, ordered across streams as DESIGN §5 says.
+    ``producer`` is the stream of the node that made ``g`` (None: the caller's current one)."""
+    old = buf[nr]
+    if type(g._data) is np.ndarray:  # a host gradient: computed in program order
+        buf[nr] = g if old is None else _sum(old, g)
+        return
+    c = _stream_of(consumer)
+    p = producer if producer is not None else _backend.current_stream(g.device)
+    if c is not None and c.device == p.device:
+        a = c  # accumulate where the consumer will read
+    else:
+        a = _backend.device_type(p.device).default_stream(p.device)
+    events = ready.get(consumer)
+    if events is None:
+        events = ready[consumer] = [None] * len(buf)
+    if old is None:
+        buf[nr] = g
+        if p != c or p != a:
+            events[nr] = p.record_event()
+        return
+    waited = None
+    if a != p:
+        a.wait_event(p.record_event())
+        waited = p
+    ev = events[nr]  # the earlier gradient's readiness; a newer event on its stream covers it
+    if ev is not None and ev.stream != a and ev.stream != waited:
+        a.wait_event(ev)
+    with _backend.use_stream(a):
+        buf[nr] = _sum(old, g)
+    events[nr] = a.record_event() if a != c else None
 
 
 def _sum(old, g):
@@ -520,7 +593,7 @@ def _validate_outputs(node, edges, outputs):
         g = outputs[i]
         if g is None or e is None:
             continue
-        meta, k = e[0]._in_meta, 3 * e[1]
+        meta, k = e[0]._in_meta, 4 * e[1]
         shape, dtype = meta[k], meta[k + 1]
         d = g._data
         if d.shape != shape or d.dtype != dtype:

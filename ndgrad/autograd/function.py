@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from .. import _backend
 from .._tensor import Tensor, ViewInfo, gradient_edge, refresh_view
 from .anomaly_mode import annotate
 from .anomaly_mode import state as _anomaly
@@ -28,7 +29,7 @@ __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"
 _new = object.__new__
 _make = Tensor._make
 _IN_CUSTOM = ViewInfo.IN_CUSTOM_FUNCTION
-_NO_META = (None, None, None)  # input metadata of an output no gradient can flow into
+_NO_META = (None, None, None, None)  # input metadata of an output no gradient can flow into
 
 
 class FunctionCtx:
@@ -279,7 +280,7 @@ def _wrap_outputs(ctx, args, is_tensor, outputs, executable):
         is_input = oid in input_ids
         is_dirty = oid in dirty_ids
         diff = executable and oid not in nondiff_ids and a.dtype.kind in "fc"
-        meta += (a.shape, a.dtype, o.device) if diff else _NO_META
+        meta += _backend.meta_of(a) if diff else _NO_META
         if not diff:
             if not o._rg:
                 if is_input and not is_dirty:
@@ -355,7 +356,7 @@ def _rebase(ctx, o, nr, n_tensor_out) -> None:
     cs.sequence_nr = ctx.sequence_nr
     cs._extra = None
     b = base._data
-    cs._in_meta = (b.shape, b.dtype, base.device)
+    cs._in_meta = _backend.meta_of(b)
     base._grad_fn = cs
     base._output_nr = 0
     base._rg = True
@@ -420,7 +421,7 @@ def once_differentiable(fn):
         wrapped = []
         for k, o in enumerate(outs):
             if isinstance(o, Tensor):
-                meta += (o._data.shape, o._data.dtype, o.device)
+                meta += _backend.meta_of(o._data)
                 o = _make(o._data, node, k, None)
             else:
                 meta += _NO_META

@@ -16,6 +16,7 @@ import weakref
 
 import numpy as np
 
+from .. import _backend
 from .grad_mode import state as _grad_state
 
 __all__ = ["Node", "AccumulateGrad", "GraphRoot", "SavedTensor", "RemovableHandle",
@@ -175,7 +176,7 @@ class AccumulateGrad(Node):
         self.next_edges = ()
         self.sequence_nr = next(_acc_seq)
         a = variable._data
-        self._in_meta = (a.shape, a.dtype, variable.device)
+        self._in_meta = _backend.meta_of(a)
         self._saved = None
         self._extra = None
 
