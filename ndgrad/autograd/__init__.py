@@ -37,6 +37,6 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
         globals()[name] = value  # shadows the submodule of the same name (as torch.autograd does)
         return value
-    if name in ("functional", "function"):  # submodules that need tensors: imported on first use
+    if name in ("functional", "function", "profiler"):  # need tensors: imported on first use
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'ndgrad.autograd' has no attribute '{name}'")
