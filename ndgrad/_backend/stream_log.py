@@ -16,6 +16,7 @@ through, so every op of the table runs on it unchanged.
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 
@@ -30,31 +31,60 @@ _event_ids = itertools.count(1)
 
 
 class LogArray(np.ndarray):
-    """A NumPy array on the ``streamlog`` device. Ufuncs keep the subclass by themselves; the
-    array functions that would drop it (``broadcast_to``, ``stack``, ...) give it back here,
-    as a device array library returns its own arrays."""
+    """A NumPy array on the ``streamlog`` device. Like CuPy's arrays it refuses host arrays as
+    operands (``TypeError``), so that the op table run on this device finds every place that
+    would hand a GPU op a host array; and NumPy functions return device arrays."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        args = [_host_view(x, ufunc) for x in inputs]
+        if "out" in kwargs:
+            kwargs["out"] = tuple(_host_view(x, ufunc) for x in kwargs["out"])
+        return _on_device(getattr(ufunc, method)(*args, **kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
+        for a in _flat(args):
+            _host_view(a, func)
         return _on_device(super().__array_function__(func, types, args, kwargs))
+
+
+def _host_view(x, fn):
+    if type(x) is np.ndarray:
+        raise TypeError(f"streamlog: {getattr(fn, '__name__', fn)} was given a host array")
+    return x.view(np.ndarray) if type(x) is LogArray else x
+
+
+def _flat(args):
+    for a in args:
+        if type(a) in (list, tuple):
+            yield from _flat(a)
+        else:
+            yield a
 
 
 def _on_device(res):
     if type(res) is np.ndarray:
         return res.view(LogArray)
+    if isinstance(res, np.generic):  # a full reduction: a 0-d array on the device, as in CuPy
+        return np.asarray(res).view(LogArray)
     if type(res) in (tuple, list):
         return type(res)(_on_device(r) for r in res)
     return res
 
 
 class Event(streams.Event):
-    __slots__ = ("name",)
+    """A logged event. Work on this device is done by the time it is queued, so the host clock
+    at ``record`` is when the stream reached the event: ``elapsed_time`` is real device time."""
+
+    __slots__ = ("name", "at")
 
     def __init__(self, device=DEVICE, enable_timing: bool = False):
         super().__init__(DEVICE, enable_timing)
         self.name = f"e{next(_event_ids)}"
+        self.at = None
         log.append(("event", self.name))
 
     def _record(self, stream) -> None:
+        self.at = time.perf_counter()
         log.append(("record", self.name, stream.name))
 
     def query(self) -> bool:
@@ -64,7 +94,12 @@ class Event(streams.Event):
         log.append(("sync", self.name))
 
     def elapsed_time(self, end_event) -> float:
-        return 0.0
+        """Milliseconds from this event to ``end_event``, as CUDA's events report them."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+        if self.at is None or end_event.at is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return (end_event.at - self.at) * 1e3
 
     def __repr__(self) -> str:
         return f"<streamlog Event {self.name}>"

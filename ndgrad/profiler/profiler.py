@@ -34,9 +34,11 @@ class ProfilerAction(enum.Enum):
 
 
 def supported_activities() -> set:
-    # NOTE: CUDA is listed once the backend can time device work; until then a CUDA request
-    # still shows the CUDA columns (with zero device time).
-    return {ProfilerActivity.CPU}
+    """CPU always; CUDA where a GPU is visible (a CUDA request elsewhere still shows the CUDA
+    columns, timing the ops of any device with streams)."""
+    from .. import cuda
+
+    return {ProfilerActivity.CPU, ProfilerActivity.CUDA} if cuda.is_available() else {ProfilerActivity.CPU}
 
 
 def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0,

@@ -16,6 +16,7 @@ import time
 import tracemalloc
 import traceback
 
+from .. import _backend
 from .._ops import registry
 from .._tensor import Tensor
 from ..autograd import engine
@@ -98,11 +99,13 @@ class _OpMode:
 class _DetailedOpMode:
     """Times every op and records what was asked: input shapes, memory, Python stack."""
 
-    __slots__ = ("append", "shapes", "memory", "stack", "timeline")
+    __slots__ = ("append", "shapes", "memory", "stack", "timeline", "device")
 
-    def __init__(self, records: list, shapes: bool, memory: bool, stack: bool, timeline: list):
+    def __init__(self, records: list, shapes: bool, memory: bool, stack: bool, timeline: list,
+                 device: bool = False):
         self.append = records.append
         self.shapes, self.memory, self.stack, self.timeline = shapes, memory, stack, timeline
+        self.device = device  # time device work with a pair of events on the op's stream
 
     def dispatch(self, rec, args, run):
         fast = _fast.get(rec, 0)
@@ -111,17 +114,51 @@ class _DetailedOpMode:
         shapes = _input_shapes(args) if self.shapes else None
         frames = _python_stack() if self.stack else None
         m0 = _traced()[0] if self.memory else 0
+        stream = _op_stream(args) if self.device else None
+        e0 = _device_mark(stream)
         t0 = _now()
         out = None
         try:
             out = fast(*args) if fast is not None and _modes[0] is self else run(rec, args)
         finally:  # a failing op is an event too, as in PyTorch
             t1 = _now()
+            marks = None if e0 is None else (e0, _device_mark(stream))
             m1 = _traced()[0] if self.memory else 0
             if self.memory:
                 self.timeline.append((t1, m1))
-            self.append((rec.name, t0, t1, _ident(), _seq_of(out), shapes, m1 - m0, frames))
+            self.append((rec.name, t0, t1, _ident(), _seq_of(out), shapes, m1 - m0, frames, marks))
         return out
+
+
+def _op_stream(args):
+    """The current stream of the first argument on a device with streams, or None."""
+    for a in args:
+        if isinstance(a, Tensor):
+            dev = a.device
+        elif type(a) in (list, tuple) and a and isinstance(a[0], Tensor):
+            dev = a[0].device
+        else:
+            continue
+        if dev.type != "cpu" and _backend.device_type(dev).has_streams:
+            return _backend.current_stream(dev)
+    return None
+
+
+def _device_mark(stream):
+    """A timing event recorded on ``stream`` now (None without a stream)."""
+    if stream is None:
+        return None
+    e = stream.event_cls(stream.device, enable_timing=True)
+    e.record(stream)
+    return e
+
+
+def _device_us(marks) -> float:
+    """Microseconds of device work between a pair of marks (waits for the second)."""
+    if marks is None:
+        return 0.0
+    marks[1].synchronize()
+    return marks[0].elapsed_time(marks[1]) * 1e3
 
 
 def _input_shapes(args) -> list:
@@ -171,6 +208,7 @@ class Recording:
                  with_stack: bool = False, use_device: str | None = None):
         self.record_shapes, self.profile_memory = record_shapes, profile_memory
         self.with_stack, self.use_device = with_stack, use_device
+        self.device_timing = use_device is not None
         self.ops: list = []
         self.nodes: list = []
         self.ranges: list = []
@@ -190,9 +228,9 @@ class Recording:
         if self.profile_memory and not tracemalloc.is_tracing():
             tracemalloc.start()
             self._started_tracing = True
-        detailed = self.record_shapes or self.profile_memory or self.with_stack
+        detailed = self.record_shapes or self.profile_memory or self.with_stack or self.device_timing
         self._mode = (_DetailedOpMode(self.ops, self.record_shapes, self.profile_memory,
-                                      self.with_stack, self.timeline)
+                                      self.with_stack, self.timeline, self.device_timing)
                       if detailed else _OpMode(self.ops))
         self._prev_observer = engine.node_observer
         engine.node_observer = self._observe_detailed if detailed else self._observe
@@ -225,13 +263,16 @@ class Recording:
 
     def _observe_detailed(self, node, grads):
         m0 = _traced()[0] if self.profile_memory else 0
+        stream = engine._stream_of(node) if self.device_timing else None
+        e0 = _device_mark(stream)
         t0 = _now()
         out = node.apply(grads)
         t1 = _now()
+        marks = None if e0 is None else (e0, _device_mark(stream))
         m1 = _traced()[0] if self.profile_memory else 0
         if self.profile_memory:
             self.timeline.append((t1, m1))
-        self.nodes.append((_node_name(node), node.sequence_nr, t0, t1, _ident(), m1 - m0))
+        self.nodes.append((_node_name(node), node.sequence_nr, t0, t1, _ident(), m1 - m0, marks))
         return out
 
     # --- events ---
@@ -255,13 +296,16 @@ class Recording:
                 e.input_shapes, e.cpu_memory_usage = r[5], r[6]
                 if r[7] is not None:
                     e.stack = r[7]
+                e.own_device_time = _device_us(r[8])
             evs.append(e)
-        for name, seq, t0, t1, tid, mem in self.nodes:
+        for name, seq, t0, t1, tid, mem, *marks in self.nodes:
             start, end = (t0 - base) / 1e3, (t1 - base) / 1e3
             outer = FunctionEvent(0, "autograd::engine::evaluate_function: " + name, tid,
                                   start, end, NODE, seq, cpu_memory_usage=mem, use_device=dev)
             inner = FunctionEvent(0, name, tid, start, end, NODE, seq, cpu_memory_usage=mem,
                                   use_device=dev)
+            # the node's kernels are its own device time; the wrapper's total includes them
+            inner.own_device_time = outer.own_device_time = _device_us(marks[0] if marks else None)
             evs += (outer, inner)
         for name, t0, t1, tid, frames, mem in self.ranges:
             e = FunctionEvent(0, name, tid, (t0 - base) / 1e3, (t1 - base) / 1e3, USER,

@@ -62,8 +62,9 @@ def test_nested_ranges_self_and_total():
     outer, a, b, c = (by_name(evs, n)[0] for n in "outer a b c".split())
     assert a.cpu_parent is outer and b.cpu_parent is outer and c.cpu_parent is b
     for e, own in ((outer, 20), (a, 10), (b, 5), (c, 15)):
-        # Self is the range's own work: at least the busy time, plus little bookkeeping.
-        assert own * 1e3 <= e.self_cpu_time_total < own * 1e3 + 2500, e
+        # Self is the range's own work: at least the busy time, plus bookkeeping (and, on a
+        # loaded machine, preemption), but far less than with the children's 30 ms counted in.
+        assert own * 1e3 <= e.self_cpu_time_total < own * 1.5e3 + 5000, e
     for e in evs:
         assert e.cpu_time_total == pytest.approx(
             e.self_cpu_time_total + sum(ch.cpu_time_total for ch in e.cpu_children))
