@@ -10,6 +10,8 @@ that one op definition serves every device.
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from . import streams
@@ -101,6 +103,7 @@ class DeviceType:
 _cpu_type = DeviceType()
 _TYPES: dict = {"cpu": _cpu_type}
 _BY_ARRAY: dict = {}  # array type -> DeviceType, for every type but numpy.ndarray
+_LAZY = {"cuda": "cuda", "streamlog": "stream_log"}  # device types loaded on first use
 
 
 def register_device_type(t: DeviceType) -> None:
@@ -113,11 +116,11 @@ def device_type(dev) -> DeviceType:
     name = dev.type if isinstance(dev, Device) else as_device(dev).type
     t = _TYPES.get(name)
     if t is None:
-        if name != "cuda":
+        module = _LAZY.get(name)
+        if module is None:
             raise RuntimeError(f"unsupported device {dev}")
-        from . import cuda  # registers itself; needs CuPy and a device to be usable
-
-        t = _TYPES["cuda"]
+        importlib.import_module(f"{__name__}.{module}")  # registers the device type
+        t = _TYPES[name]
     return t
 
 
@@ -132,7 +135,7 @@ def as_device(spec) -> Device:
     if not isinstance(spec, str):
         raise TypeError(f"device() received an invalid combination of arguments - got ({type(spec).__name__})")
     name, _, idx = spec.partition(":")
-    if name not in _BUILTIN and name not in _TYPES:
+    if name not in _BUILTIN and name not in _TYPES and name not in _LAZY:
         raise RuntimeError(
             f"Expected one of {', '.join(_BUILTIN + tuple(t for t in _TYPES if t not in _BUILTIN))} "
             f"device type at start of device string: {spec}"

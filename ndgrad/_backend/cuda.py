@@ -156,7 +156,6 @@ class CudaType(DeviceType):
     def from_host(self, array: np.ndarray, dev: Device):
         self.check(dev)
         _ = self.memory  # count allocations from the first array on
-        streams.in_use[0] = True
         with cupy.cuda.Device(self.normalize(dev).index):
             return cupy.asarray(array)
 

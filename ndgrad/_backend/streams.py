@@ -12,9 +12,18 @@ import threading
 
 __all__ = ["Stream", "Event", "current_stream", "use_stream", "set_stream", "in_use"]
 
-# Set once a device with streams holds data in this process; until then the engine keeps to its
-# stream-free loop. A list so that importers share the one cell.
+# Set once a stream other than its device's default is made current in this process. Until
+# then every node ran on its device's default stream, which is also the caller's, so no event is
+# ever needed and the engine keeps to its stream-free loop. A list: importers share the cell.
 in_use = [False]
+
+
+def _note(stream) -> None:
+    if not in_use[0] and stream is not None:
+        from . import device_type
+
+        if stream != device_type(stream.device).default_stream(stream.device):
+            in_use[0] = True
 
 _local = threading.local()
 
@@ -110,6 +119,7 @@ def current_stream(device):
 
 def set_stream(stream) -> None:
     """Make ``stream`` current on its device for this thread."""
+    _note(stream)
     _current()[stream.device] = stream
     stream.activate()
 
@@ -127,6 +137,7 @@ class use_stream:  # noqa: N801 - reads as a context manager
         s = self.stream
         if s is None:
             return None
+        _note(s)
         cur = _current()
         self.prev = cur.get(s.device)
         cur[s.device] = s

@@ -216,3 +216,16 @@ def test_create_graph_records_nodes_on_the_node_stream():
     assert g.grad_fn._in_meta[3] is side
     (gg,) = ndgrad.autograd.grad(g.sum(), x)
     np.testing.assert_allclose(gg.cpu().numpy(), np.full(3, 2.0))
+
+
+def test_default_streams_only_keep_the_stream_free_loop():
+    streams.in_use[0] = False
+    x = leaf(3)
+    (x * 2).sum().backward()  # device arrays, but one stream: the engine's plain loop runs
+    assert streams.in_use[0] is False and L.log == []
+    with use_stream(L._default):  # making the default stream current changes nothing
+        pass
+    assert streams.in_use[0] is False
+    with use_stream(L.Stream(name="side")):
+        pass
+    assert streams.in_use[0] is True
