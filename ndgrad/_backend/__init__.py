@@ -21,7 +21,7 @@ from .streams import Event, Stream, current_stream, use_stream
 keep_freed_memory()
 
 __all__ = ["Device", "device", "cpu", "namespace_of", "device_of", "as_device", "DeviceType",
-           "device_type", "register_device_type", "to_device", "adopt", "meta_of", "Stream", "Event",
+           "device_type", "register_device_type", "to_device", "adopt", "meta_of", "zeros", "Stream", "Event",
            "current_stream", "use_stream"]
 
 
@@ -188,6 +188,12 @@ def to_device(array, dev: Device):
         return array
     host = array if src.type == "cpu" and type(array) is np.ndarray else _TYPES[src.type].to_host(array)
     return device_type(dev).from_host(host, dev) if dev.type != "cpu" else np.array(host, copy=src.type == "cpu")
+
+
+def zeros(shape, dtype, dev: Device):
+    """A zero-filled array on ``dev`` (gradients materialised for unused outputs)."""
+    xp = np if dev is cpu or dev.type == "cpu" else device_type(dev).xp
+    return xp.zeros(shape, dtype)
 
 
 def adopt(out):

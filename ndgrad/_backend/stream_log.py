@@ -42,9 +42,11 @@ class LogArray(np.ndarray):
         return _on_device(getattr(ufunc, method)(*args, **kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
-        for a in _flat(args):
-            _host_view(a, func)
-        return _on_device(super().__array_function__(func, types, args, kwargs))
+        # Like CuPy, the whole function runs "on the device": on host views of the arguments,
+        # its result viewed back (NumPy's own helpers inside it may use host arrays freely).
+        args = _host_views(args, func)
+        kwargs = {k: _host_views(v, func) for k, v in kwargs.items()}
+        return _on_device(func(*args, **kwargs))
 
 
 def _host_view(x, fn):
@@ -53,12 +55,10 @@ def _host_view(x, fn):
     return x.view(np.ndarray) if type(x) is LogArray else x
 
 
-def _flat(args):
-    for a in args:
-        if type(a) in (list, tuple):
-            yield from _flat(a)
-        else:
-            yield a
+def _host_views(x, fn):
+    if type(x) in (list, tuple):
+        return type(x)(_host_views(a, fn) for a in x)
+    return _host_view(x, fn)
 
 
 def _on_device(res):

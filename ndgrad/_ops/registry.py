@@ -34,6 +34,7 @@ _new = object.__new__
 _make = Tensor._make
 _cpu = _backend.cpu
 _ndarray = np.ndarray
+_device_arrays = _backend._BY_ARRAY  # array type -> device type, for every array but ndarray
 _asarray = _backend.adopt
 
 # Dispatch modes (profiler, graph capture, forward AD, anomaly mode) sit on this stack; the hot
@@ -419,10 +420,9 @@ class OpNode(Node):
 
 
 def _materialize(node, grads):
-    xp = np
     meta = node._in_meta
     return tuple(
-        _make(xp.zeros(meta[4 * i], meta[4 * i + 1]), None, 0, None) if g is None else g
+        _make(_backend.zeros(meta[4 * i], meta[4 * i + 1], meta[4 * i + 2]), None, 0, None) if g is None else g
         for i, g in enumerate(grads)
     )
 
@@ -471,7 +471,7 @@ def _promote(rec, args, xs) -> None:
     top = -1
     for i in rec.promote_pos:
         a = xs[i]
-        if type(a) is _ndarray:
+        if type(a) is _ndarray or type(a) in _device_arrays:
             if first is None:
                 first = a.dtype
             elif a.dtype is not first and a.dtype != first:
@@ -489,9 +489,10 @@ def _promote(rec, args, xs) -> None:
     if not same or dt is not first:
         for i in rec.promote_pos:
             a = xs[i]
-            if type(a) is _ndarray and a.dtype != dt:
+            arr = type(a) is _ndarray or type(a) in _device_arrays
+            if arr and a.dtype != dt:
                 xs[i] = a.astype(dt)
-            elif a is not None and type(a) is not _ndarray and type(a) is not list and dt.kind not in "fc":
+            elif a is not None and not arr and type(a) is not list and dt.kind not in "fc":
                 if dt.kind == "b":
                     xs[i] = bool(a)
 
@@ -577,9 +578,6 @@ def _forward(rec, fwd, args):
     return res, rg
 
 
-_device_arrays = _backend._BY_ARRAY  # array type -> device type, for every array but ndarray
-
-
 def _unify_devices(rec, xs) -> bool:
     """Raise PyTorch's error when tensor arguments sit on different devices; a 0-d host array
     (a CPU scalar tensor, allowed beside device tensors as in PyTorch) moves to the device.
@@ -616,7 +614,7 @@ def _check_broadcast(rec, xs) -> None:
     shape = None
     for i in rec.tensor_pos:
         a = xs[i]
-        if type(a) is not _ndarray:
+        if type(a) is not _ndarray and type(a) not in _device_arrays:
             continue
         if shape is None:
             shape = a.shape

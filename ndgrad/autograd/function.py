@@ -70,7 +70,7 @@ class BackwardCFunction(Node, FunctionCtx):
         if self.materialize_grads:
             info = self._out_info
             grads = tuple(
-                _make(np.zeros(info[i][0], info[i][1]), None, 0, None) if g is None and info[i] is not None
+                _make(_backend.zeros(*info[i]), None, 0, None) if g is None and info[i] is not None
                 else g
                 for i, g in enumerate(grads)
             )
@@ -275,7 +275,7 @@ def _wrap_outputs(ctx, args, is_tensor, outputs, executable):
             info.append(None)
             continue
         a = o._data
-        info.append((a.shape, a.dtype))
+        info.append((a.shape, a.dtype, _backend.device_of(a)))
         oid = id(o)
         is_input = oid in input_ids
         is_dirty = oid in dirty_ids

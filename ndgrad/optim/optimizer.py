@@ -301,10 +301,10 @@ class Optimizer:
 
     def _buf(self, like: np.ndarray, slot: int = 0) -> np.ndarray:
         """A scratch array shaped like ``like``, reused across steps (no temporaries per update)."""
-        key = (like.shape, like.dtype, slot)
+        key = (like.shape, like.dtype, slot, type(like))  # the array type keeps devices apart
         buf = self._scratch.get(key)
         if buf is None:
-            buf = self._scratch[key] = np.empty(like.shape, like.dtype)
+            buf = self._scratch[key] = np.empty_like(like)
         return buf
 
     # --- hooks ---

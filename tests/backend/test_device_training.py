@@ -1,0 +1,52 @@
+"""Training on a device gives the CPU's numbers: modules, losses and optimizers keep every
+array on the device (``streamlog`` refuses host operands as CuPy does; ``cuda`` where present)."""
+
+import numpy as np
+import pytest
+
+import ndgrad as nd
+from ndgrad._backend import streams
+
+DEVICES = ["streamlog"] + (["cuda"] if nd.cuda.is_available() else [])
+
+
+@pytest.fixture(autouse=True)
+def _streams_off_after():
+    was = streams.in_use[0]
+    yield
+    streams.in_use[0] = was
+
+
+def _train(device, opt_name):
+    nd.manual_seed(0)
+    model = nd.nn.Sequential(nd.nn.Linear(8, 16), nd.nn.ReLU(), nd.nn.Linear(16, 3))
+    model.to(device)
+    opt = {"sgd": lambda p: nd.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+           "adam": lambda p: nd.optim.Adam(p, lr=0.01, amsgrad=True),
+           "adamw": lambda p: nd.optim.AdamW(p, lr=0.01),
+           "rmsprop": lambda p: nd.optim.RMSprop(p, lr=0.01, momentum=0.5, centered=True),
+           "adagrad": lambda p: nd.optim.Adagrad(p, lr=0.1)}[opt_name](model.parameters())
+    rng = np.random.default_rng(1)
+    x = nd.tensor(rng.standard_normal((32, 8)).astype(np.float32), device=device)
+    y = nd.tensor(rng.integers(0, 3, 32), device=device)
+    losses = []
+    for _ in range(4):
+        opt.zero_grad()
+        loss = nd.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        nd.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    for p in model.parameters():
+        assert p.device.type == nd.device(device).type and p.grad.device == p.device
+    return losses, [p.detach().cpu().numpy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("opt_name", ["sgd", "adam", "adamw", "rmsprop", "adagrad"])
+def test_training_on_a_device_matches_the_cpu(device, opt_name):
+    cpu_losses, cpu_params = _train("cpu", opt_name)
+    dev_losses, dev_params = _train(device, opt_name)
+    np.testing.assert_allclose(dev_losses, cpu_losses, rtol=1e-5)
+    for a, b in zip(dev_params, cpu_params, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
