@@ -79,7 +79,9 @@ class DeviceType:
         """A copy of a host array on ``dev`` (shares memory where the device is the host)."""
         return array
 
-    def to_host(self, array) -> np.ndarray:
+    def to_host(self, array, pinned: bool = False) -> np.ndarray:
+        """A host copy of ``array`` (in page-locked memory when ``pinned`` and the device has
+        it); the array itself on the CPU."""
         return array
 
     def default_stream(self, dev: Device):

@@ -159,7 +159,13 @@ class CudaType(DeviceType):
         with cupy.cuda.Device(self.normalize(dev).index):
             return cupy.asarray(array)
 
-    def to_host(self, array) -> np.ndarray:
+    def to_host(self, array, pinned: bool = False) -> np.ndarray:
+        if pinned:
+            import cupyx
+
+            out = cupyx.empty_pinned(array.shape, array.dtype)
+            cupy.ascontiguousarray(array).get(out=out)
+            return out
         return cupy.asnumpy(array)
 
     def default_stream(self, dev: Device):

@@ -169,7 +169,7 @@ class _LogDeviceType(DeviceType):
     def from_host(self, array: np.ndarray, dev: Device):
         return np.array(array, copy=True).view(LogArray)
 
-    def to_host(self, array) -> np.ndarray:
+    def to_host(self, array, pinned: bool = False) -> np.ndarray:
         return np.array(array.view(np.ndarray), copy=True)
 
     def default_stream(self, dev: Device):

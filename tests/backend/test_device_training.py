@@ -50,3 +50,40 @@ def test_training_on_a_device_matches_the_cpu(device, opt_name):
     np.testing.assert_allclose(dev_losses, cpu_losses, rtol=1e-5)
     for a, b in zip(dev_params, cpu_params, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_save_on_cpu_keeps_saved_activations_on_the_host(device):
+    from ndgrad.autograd.graph import PackedSaved, save_on_cpu
+
+    x = nd.randn(64, 64, device=device, requires_grad=True)
+    with save_on_cpu(pin_memory=True):
+        h = (x @ x).tanh()
+        y = h.sum()
+    packed = [s for s in h.grad_fn._saved if isinstance(s, PackedSaved)]
+    assert packed and all(s.packed[0] == x.device and s.packed[1].device.type == "cpu" for s in packed)
+    y.backward()
+    xc = x.detach().cpu().requires_grad_()
+    (xc @ xc).tanh().sum().backward()
+    assert x.grad.device == x.device
+    np.testing.assert_allclose(x.grad.cpu().numpy(), xc.grad.numpy(), rtol=1e-5)
+
+
+@pytest.mark.skipif(not nd.cuda.is_available(), reason="needs a GPU")
+def test_save_on_cpu_lowers_peak_device_memory():
+    def run(offload):
+        x = nd.randn(1024, 1024, device="cuda", requires_grad=True)
+        nd.cuda.synchronize()
+        nd.cuda.reset_peak_memory_stats()
+        base = nd.cuda.memory_allocated()
+        ctx = nd.autograd.graph.save_on_cpu(pin_memory=True) if offload else nd.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+        with ctx:
+            y = x
+            for _ in range(8):
+                y = (y * 1.01).tanh()
+        peak = nd.cuda.max_memory_allocated() - base
+        y.sum().backward()
+        return peak
+
+    plain, offloaded = run(False), run(True)
+    assert offloaded < 0.5 * plain
