@@ -229,3 +229,41 @@ def test_default_streams_only_keep_the_stream_free_loop():
     with use_stream(L.Stream(name="side")):
         pass
     assert streams.in_use[0] is True
+
+
+def _side_stream_model(x, w1, w2, w3, side_a, side_b):
+    """Two branches on two side streams (each waiting on the caller's stream for its inputs),
+    joined on the caller's stream: missing synchronisation would show as wrong numbers."""
+    main = current_stream(x.device)
+    side_a.wait_stream(main)
+    side_b.wait_stream(main)
+    with use_stream(side_a):
+        a = (x @ w1).relu() @ w2
+    with use_stream(side_b):
+        b = (x @ w3).tanh()
+    main.wait_stream(side_a)
+    main.wait_stream(side_b)
+    return ((a * b).sum(1) ** 2).mean()
+
+
+@pytest.mark.parametrize("device", ["streamlog"] + (["cuda"] if ndgrad.cuda.is_available() else []))
+def test_side_stream_model_matches_a_single_stream_run(device):
+    n, trials = (2048, 50) if device == "cuda" else (64, 5)
+    if device == "cuda":
+        side_a, side_b = ndgrad.cuda.Stream(), ndgrad.cuda.Stream()
+    else:
+        side_a, side_b = L.Stream(name="a"), L.Stream(name="b")
+    rng = np.random.default_rng(0)
+    for _ in range(trials):
+        arrays = [rng.standard_normal((n, n)).astype(np.float32) / np.sqrt(n) for _ in range(4)]
+        ref = [ndgrad.tensor(a, requires_grad=i > 0) for i, a in enumerate(arrays)]
+        main = current_stream(ndgrad.device(device))
+        ref_dev = [t.detach().to(device).requires_grad_(t.requires_grad) for t in ref]
+        loss_ref = _side_stream_model(*ref_dev, main, main)  # everything on one stream
+        loss_ref.backward()
+        got = [t.detach().to(device).requires_grad_(t.requires_grad) for t in ref]
+        loss = _side_stream_model(*got, side_a, side_b)
+        loss.backward()
+        np.testing.assert_allclose(loss.item(), loss_ref.item(), rtol=1e-5)
+        for a, b in zip(got[1:], ref_dev[1:]):
+            np.testing.assert_allclose(a.grad.cpu().numpy(), b.grad.cpu().numpy(), rtol=1e-4, atol=1e-6)
