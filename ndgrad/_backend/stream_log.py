@@ -66,8 +66,10 @@ def _on_device(res):
         return res.view(LogArray)
     if isinstance(res, np.generic):  # a full reduction: a 0-d array on the device, as in CuPy
         return np.asarray(res).view(LogArray)
-    if type(res) in (tuple, list):
-        return type(res)(_on_device(r) for r in res)
+    if type(res) is list:
+        return [_on_device(r) for r in res]
+    if isinstance(res, tuple):  # plain tuples and NumPy's named results (QRResult, ...), as CuPy
+        return tuple(_on_device(r) for r in res)
     return res
 
 
@@ -134,7 +136,8 @@ _default = Stream(name="default")
 class _Namespace:
     """NumPy, with array creation landing on this device (``namespace_of`` a LogArray)."""
 
-    _MAKERS = ("zeros", "ones", "empty", "full", "arange", "eye", "linspace", "array", "asarray")
+    _MAKERS = ("zeros", "ones", "empty", "full", "arange", "eye", "linspace", "array", "asarray",
+               "tri", "indices")
 
     def __getattr__(self, name):
         f = getattr(np, name)

@@ -124,14 +124,16 @@ Tensor.contiguous = contiguous
 
 _copy_from = defop("_copy_from(Tensor self, Tensor src, bool non_blocking=False) -> Tensor",
                    lambda x, src, non_blocking: _copy_values(x, src),
-                   {"self": lambda grad: grad * 0, "src": lambda grad: grad},
-                   method=False, api=False, inplace="copy_",
+                   {"self": lambda grad: grad * 0,
+                    "src": lambda grad, src_device: grad if grad.device == src_device else grad.to(src_device)},
+                   method=False, api=False, inplace="copy_", extra={"cross_device": True},
                    samples=lambda rng: [sample("same", rng.standard_normal((3, 4)), rng.standard_normal((3, 4))),
                                         sample("bcast", rng.standard_normal((3, 4)), rng.standard_normal((4,)))])
 
 
 def _copy_values(x, src):
-    src = np.asarray(src)
+    # copy_ crosses devices (src moves to x's); a Python value becomes an array there
+    src = _backend.to_device(src, _backend.device_of(x)) if hasattr(src, "dtype") else _backend.namespace_of(x).asarray(src)
     if src.dtype.kind == "c" and x.dtype.kind != "c":
         src = src.real
     try:
@@ -152,12 +154,12 @@ defop("_fill(Tensor self, Tensor value) -> Tensor",
 
 
 def _fill_values(x, value):
-    v = np.asarray(value)
+    v = _backend.namespace_of(x).asarray(value)
     if v.ndim:
         raise RuntimeError(
             f"fill_ only supports 0-dimension value tensor but got tensor with {v.ndim} dimensions."
         )
-    return np.full(x.shape, v, x.dtype)
+    return np.broadcast_to(v, x.shape).astype(x.dtype)  # np.full would copy v into a host array
 
 
 def zero_(self):

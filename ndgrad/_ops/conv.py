@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
+from .. import _backend
 from .registry import defcomposite, defop
 from .samples import nc, sample
 
@@ -32,14 +33,27 @@ def _tup(v, n):
 _OUT, _KER = "hw", "ij"
 
 
+def _window_view(x, out, step, dil, ksize):
+    """View of ``x`` whose last ``len(out)`` dims become (*out, *ksize) windows: window ``i`` starts
+    at ``i * step``, its tap ``j`` reads ``j * dil`` further on."""
+    n = len(out)
+    if type(x) is np.ndarray:  # as_strided: ~17 us less per call than the general path (small conv2d)
+        st = x.strides[-n:]
+        return as_strided(x, x.shape[:-n] + tuple(out) + tuple(ksize), x.strides[:-n]
+                          + tuple(st[i] * step[i] for i in range(n)) + tuple(st[i] * dil[i] for i in range(n)),
+                          writeable=False)
+    # any xp: as_strided is not dispatched to the array's library, sliding_window_view is (CuPy
+    # has it); windows span the dilated kernel, positions step by ``step``, taps by ``dil``: a view
+    span = tuple(dil[i] * (ksize[i] - 1) + 1 for i in range(n))
+    win = sliding_window_view(x, span, axis=tuple(range(x.ndim - n, x.ndim)))
+    return win[(Ellipsis,) + tuple(slice(0, (out[i] - 1) * step[i] + 1, step[i]) for i in range(n))
+               + tuple(slice(None, None, d) for d in dil)]
+
+
 def _windows(xp, out, stride, dilation, ksize, groups):
     """View of padded ``xp`` (N, C, *L) as (N, G, C/G, *out, *K) windows."""
-    n = len(out)
-    st = xp.strides
-    shape = (xp.shape[0], groups, xp.shape[1] // groups) + tuple(out) + tuple(ksize)
-    strides = ((st[0], st[1] * (xp.shape[1] // groups), st[1]) + tuple(st[2 + i] * stride[i] for i in range(n))
-               + tuple(st[2 + i] * dilation[i] for i in range(n)))
-    return as_strided(xp, shape, strides, writeable=False)
+    win = _window_view(xp, out, stride, dilation, ksize)
+    return win.reshape((xp.shape[0], groups, xp.shape[1] // groups) + win.shape[2:])
 
 
 def _cols(win):
@@ -47,7 +61,8 @@ def _cols(win):
     each sample's rows are gathered from its own memory, and a matmul with them yields NCHW)."""
     n = (win.ndim - 3) // 2
     axes = (0, 2) + tuple(range(3 + n, 3 + 2 * n)) + tuple(range(3, 3 + n))
-    cols = np.ascontiguousarray(win[:, 0].transpose(tuple(a - (a > 1) for a in axes)))
+    cols = win[:, 0].transpose(tuple(a - (a > 1) for a in axes))
+    # reshape copies into C order (np.ascontiguousarray would hand a device array to NumPy)
     return cols.reshape(cols.shape[0], -1, math.prod(win.shape[3:3 + n]))
 
 
@@ -69,7 +84,8 @@ def _pad_zeros(x, pad):
     if not any(pad):
         return x
     n = len(pad)
-    out = np.zeros(x.shape[:2] + tuple(x.shape[2 + i] + 2 * pad[i] for i in range(n)), x.dtype)
+    shape = x.shape[:2] + tuple(x.shape[2 + i] + 2 * pad[i] for i in range(n))
+    out = _backend.namespace_of(x).zeros(shape, x.dtype)
     out[(Ellipsis,) + tuple(slice(p, p + s) for p, s in zip(pad, x.shape[2:], strict=True))] = x
     return out
 
@@ -100,7 +116,7 @@ def _conv_input_grad(g, w, size, stride, padding, dilation, groups):
         else:
             dst.append(slice(off + o0 * stride[i], off + (o1 - 1) * stride[i] + 1, stride[i]))
             src.append(slice(o0, o1))
-    gp = np.zeros(shape, g.dtype)
+    gp = _backend.namespace_of(g).zeros(shape, g.dtype)
     gp[tuple(dst)] = g[tuple(src)]
     cout, cin_g = w.shape[:2]
     wt = w.reshape((groups, cout // groups, cin_g) + K)[(Ellipsis,) + (slice(None, None, -1),) * n]
@@ -393,13 +409,12 @@ def _pool_windows(x, k, s, p, d, out, fill):
     need = [(out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 for i in range(2)]
     H, W = x.shape[-2:]
     if p[0] or p[1] or need[0] > H or need[1] > W:
-        xp = np.full(lead + (max(need[0], H + p[0]), max(need[1], W + p[1])), fill, x.dtype)
+        shape = lead + (max(need[0], H + p[0]), max(need[1], W + p[1]))
+        xp = _backend.namespace_of(x).full(shape, fill, x.dtype)
         xp[..., p[0]:p[0] + H, p[1]:p[1] + W] = x
     else:
         xp = x
-    st = xp.strides
-    return as_strided(xp, lead + tuple(out) + tuple(k),
-                      st[:-2] + (st[-2] * s[0], st[-1] * s[1], st[-2] * d[0], st[-1] * d[1]), writeable=False)
+    return _window_view(xp, out, s, d, k)
 
 
 def _max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode):
@@ -414,8 +429,9 @@ def _max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode):
     vals = np.take_along_axis(win, arg, -1)[..., 0]
     arg = arg[..., 0]
     # flat index into the (unpadded) H x W plane, as PyTorch returns it
-    row = (np.arange(out[0]) * s[0] - p[0])[:, None] + (arg // k[1]) * d[0]
-    col = (np.arange(out[1]) * s[1] - p[1])[None, :] + (arg % k[1]) * d[1]
+    xp = _backend.namespace_of(x)
+    row = (xp.arange(out[0]) * s[0] - p[0])[:, None] + (arg // k[1]) * d[0]
+    col = (xp.arange(out[1]) * s[1] - p[1])[None, :] + (arg % k[1]) * d[1]
     return vals, row * x.shape[-1] + col
 
 
@@ -430,12 +446,13 @@ def _max_pool_tiles(x, k, out):
     if vals.dtype.kind in "fc" and np.isnan(vals).any():
         return None
     # first maximum: which = n0 * (1 + n1 * (1 + ...)), n_t = (sub_t != max), in Horner form
-    which = np.zeros(vals.shape, np.uint8 if len(subs) < 256 else np.int64)
+    xp = _backend.namespace_of(x)
+    which = xp.zeros(vals.shape, np.uint8 if len(subs) < 256 else np.int64)
     for v in reversed(subs[:-1]):
         which += 1
         which *= (v != vals).view(np.uint8) if which.dtype == np.uint8 else (v != vals)
-    row = (np.arange(out[0]) * k[0])[:, None] + which // k[1]
-    col = (np.arange(out[1]) * k[1])[None, :] + which % k[1]
+    row = (xp.arange(out[0]) * k[0])[:, None] + which // k[1]
+    col = (xp.arange(out[1]) * k[1])[None, :] + which % k[1]
     return vals, row.astype(np.int64) * x.shape[-1] + col
 
 
@@ -444,9 +461,10 @@ def _pool_scatter(g, indices, shape, unique=False):
     ``unique``: no two entries of a plane share a position (disjoint windows): a plain store."""
     hw = shape[-2] * shape[-1]
     planes = g.size // max(indices.shape[-2] * indices.shape[-1], 1) if g.ndim else 1
-    flat = (indices.reshape(planes, -1) + (np.arange(planes) * hw)[:, None]).ravel()
+    xp = _backend.namespace_of(g)
+    flat = (indices.reshape(planes, -1) + (xp.arange(planes) * hw)[:, None]).ravel()
     if unique:
-        out = np.zeros(planes * hw, g.dtype)
+        out = xp.zeros(planes * hw, g.dtype)
         out[flat] = g.reshape(-1)
         return out.reshape(shape)
     out = np.bincount(flat, weights=g.reshape(-1), minlength=planes * hw)
@@ -519,10 +537,10 @@ def _avg_divisor(x, k, s, p, out, count_include_pad, divisor_override):
         if divisor_override == 0:
             raise RuntimeError("divisor must be not zero")
         return divisor_override
-    counts = []
+    counts, xp = [], _backend.namespace_of(x)
     for i in range(2):
         L = x.shape[-2 + i]
-        start = np.arange(out[i]) * s[i] - p[i]
+        start = xp.arange(out[i]) * s[i] - p[i]
         end = np.minimum(start + k[i], L + p[i])
         if not count_include_pad:
             start, end = np.maximum(start, 0), np.minimum(end, L)
@@ -547,16 +565,18 @@ def _avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, d
 
 
 def _avg_pool2d_backward(g, shape, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    x = np.empty(shape, g.dtype)  # only its shape is read
+    xp = _backend.namespace_of(g)
+    x = xp.empty(shape, g.dtype)  # only its shape and device are read
     k, s, p, d, out = _avg_geometry(x, kernel_size, stride, padding, ceil_mode)
     g = g / _avg_divisor(x, k, s, p, out, count_include_pad, divisor_override)
     H, W = shape[-2:]
-    full = np.zeros(tuple(shape[:-2]) + (max((out[0] - 1) * s[0] + k[0], H + p[0]),
+    full = xp.zeros(tuple(shape[:-2]) + (max((out[0] - 1) * s[0] + k[0], H + p[0]),
                                          max((out[1] - 1) * s[1] + k[1], W + p[1])), g.dtype)
     for i in range(k[0]):  # one strided add per kernel offset (k*k whole-array ops)
         for j in range(k[1]):
             full[..., i:i + (out[0] - 1) * s[0] + 1:s[0], j:j + (out[1] - 1) * s[1] + 1:s[1]] += g
-    return np.ascontiguousarray(full[..., p[0]:p[0] + H, p[1]:p[1] + W])
+    full = full[..., p[0]:p[0] + H, p[1]:p[1] + W]
+    return full if full.flags.c_contiguous else full.copy()  # not np.ascontiguousarray: host-only
 
 
 avg_pool2d_backward = defop(
@@ -624,7 +644,10 @@ def _linear_matrix(L, out, align_corners, scale, dtype):
 
 
 def _separable(x, mats):
-    """Apply (out, in) matrices along the last len(mats) dims."""
+    """Apply (out, in) matrices along the last len(mats) dims (made on the host: moved to ``x``'s device)."""
+    if type(x) is not np.ndarray:
+        dev = _backend.device_of(x)
+        mats = [_backend.to_device(m, dev) for m in mats]
     if len(mats) == 2:
         return np.matmul(np.matmul(mats[0], x), mats[1].T)
     return np.matmul(x, mats[0].T)

@@ -153,7 +153,7 @@ def public(rec, dispatch, scalar_saved):
             elif kind == "shape":
                 args.append(f"(x{pos}.shape if tp{pos} is _T else ())" if pos in scalar_ok else f"x{pos}.shape")
             elif kind == "device":
-                args.append(f"{p}.device")
+                args.append(f"{p}.device" if pos not in scalar_ok else f"({p}.device if tp{pos} is _T else _cpu)")
             else:
                 args.append(f"{p}.dtype" if pos not in scalar_ok else f"({p}.dtype if tp{pos} is _T else None)")
         raw = [params[pos] for kind, pos in rec.arg_plan if kind == "raw"]

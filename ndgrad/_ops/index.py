@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _backend
 from .._tensor import Tensor, _wrap_dim
 from .pointwise import where
 from .registry import NAMESPACES, OPS, definplace, defop
@@ -30,9 +31,20 @@ def key_arrays(key):
     return key
 
 
+def _key_on(key, x):
+    """``key`` with its host index arrays moved to ``x``'s device (a device kernel reads them)."""
+    if type(x) is np.ndarray:
+        return key
+    dev = _backend.device_of(x)
+    if isinstance(key, tuple):
+        return tuple(_backend.to_device(k, dev) if isinstance(k, np.ndarray) else k for k in key)
+    return _backend.to_device(key, dev) if isinstance(key, np.ndarray) else key
+
+
 def _index_backward(grad, shape, key):
-    out = np.zeros(shape, grad.dtype)
-    np.add.at(out, key, grad)  # repeated indices accumulate
+    out = _backend.namespace_of(grad).zeros(shape, grad.dtype)
+    # repeated indices accumulate (np.add.at reaches CuPy's ufunc.at from CuPy 12.1)
+    np.add.at(out, _key_on(key, grad), grad)
     return out
 
 
@@ -42,7 +54,7 @@ index_backward = defop("_index_backward(Tensor grad, int[] shape, Any key) -> Te
 
 def _index(x, key):
     try:
-        return x[key]
+        return x[_key_on(key, x)]
     except IndexError as e:
         raise IndexError(str(e).replace("axis", "dimension")) from None
 
@@ -59,6 +71,7 @@ index_adv = defop("_index(Tensor self, Any key) -> Tensor", _index,
 
 def _index_put(x, key, values, accumulate):
     out = x.copy()
+    key = _key_on(key, x)
     if accumulate:
         np.add.at(out, key, values)
     else:
@@ -129,7 +142,8 @@ def _coords(x, dim, index, who, src=None):
     bad = (ia < 0) | (ia >= xs[d])
     if bad.any():
         raise RuntimeError(f"index {int(ia[bad].flat[0])} is out of bounds for dimension {d} with size {xs[d]}")
-    coords = list(np.indices(ixs, sparse=True))
+    xp = _backend.namespace_of(ia)
+    coords = list(xp.ix_(*(xp.arange(n) for n in ixs)))  # sparse np.indices (CuPy's is dense)
     coords[d] = ia
     return tuple(coords)
 
@@ -154,14 +168,14 @@ def _src_values(src, index):
 
 
 def _scatter(x, dim, index, src, reduce=None):
-    if isinstance(src, np.ndarray):
+    if not isinstance(src, (int, float, complex, np.generic)):  # a tensor's array (any device)
         if src.dtype != x.dtype:
             raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
         key = _coords(x, dim, index, "scatter", src)
         vals = _src_values(src, index)
     else:
         key = _coords(x, dim, index, "scatter")
-        vals = np.asarray(src).astype(x.dtype)
+        vals = _backend.namespace_of(x).asarray(src, dtype=x.dtype)
     out = x.reshape(x.shape or (1,)).copy()
     if reduce is None:
         out[key] = vals
@@ -327,7 +341,8 @@ def _add_rows(out, idx, vals) -> None:
         return
     order = np.argsort(idx, kind="stable")
     sidx = idx[order]
-    starts = np.flatnonzero(np.concatenate(([True], sidx[1:] != sidx[:-1])))
+    first = _backend.namespace_of(sidx).ones(1, bool)
+    starts = np.flatnonzero(np.concatenate((first, sidx[1:] != sidx[:-1])))
     out[sidx[starts]] += np.add.reduceat(vals[order], starts, axis=0)
 
 
@@ -358,10 +373,10 @@ def _check_mask(mask, who):
 
 def _masked_fill(x, mask, value):
     _check_mask(mask, "masked_fill")
-    if isinstance(value, np.ndarray) and value.ndim:
+    if getattr(value, "ndim", 0):
         raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
-    return np.where(mask, np.asarray(value).astype(x.dtype), x)
+    return np.where(mask, _backend.namespace_of(x).asarray(value).astype(x.dtype), x)
 
 
 def _masked_fill_samples(value):
@@ -406,7 +421,7 @@ def _masked_select(x, mask):
 
 def _masked_select_grad(grad, self_shape, mask):
     shape = np.broadcast_shapes(self_shape, mask.shape)
-    return index_backward(grad, shape, (np.broadcast_to(mask._data, shape),))
+    return index_backward(grad, shape, (np.broadcast_to(mask._data, shape),))  # mask: on grad's device
 
 
 masked_select = defop(

@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from .. import _backend
 from .. import _dtype as D
 from .. import return_types
 from .registry import PROMOTE_COMMON as COMMON
@@ -230,7 +231,7 @@ def _dot(x, y):
                            f"to have the same number of elements, but got {x.shape[0]} and {y.shape[0]} "
                            "elements respectively")
     _same_dtype(x, y, "dot : expected both vectors to have same dtype, but found {} and {}")
-    return np.asarray(np.dot(x, y))
+    return np.dot(x, y)
 
 
 defop("dot(Tensor self, Tensor tensor) -> Tensor", _dot,
@@ -366,6 +367,7 @@ def _einsum_backward(grad, equation, tensors, needs):
     diagonal); a label that nothing else carries at full size gets a vector of ones."""
     ins, out, sizes = _einsum_plan(equation, tuple(tuple(t.shape) for t in tensors))
     dt = grad._data.dtype
+    xp = _backend.namespace_of(grad._data)
     used = set("".join(ins) + out)
     spare = [c for c in _LETTERS if c not in used]
     res = []
@@ -381,7 +383,7 @@ def _einsum_backward(grad, equation, tensors, needs):
             if lab in seen:
                 new = spare.pop(0)
                 terms.append(lab + new)
-                ops.append(Tensor._make(np.eye(n, dtype=dt), None, 0, None))
+                ops.append(Tensor._make(xp.eye(n, dtype=dt), None, 0, None))
                 lab = new
             seen[lab] = n
             labels.append(lab)
@@ -389,7 +391,7 @@ def _einsum_backward(grad, equation, tensors, needs):
             have = max((op.shape[t.index(lab)] for t, op in zip(terms, ops, strict=True) if lab in t), default=0)
             if have < seen[lab]:
                 terms.append(lab)
-                ops.append(Tensor._make(np.ones(seen[lab], dtype=dt), None, 0, None))
+                ops.append(Tensor._make(xp.ones(seen[lab], dtype=dt), None, 0, None))
         res.append(_einsum_op(",".join(terms) + "->" + "".join(labels), ops))
     return res
 
@@ -474,7 +476,7 @@ _inv_op = defop("linalg_inv(Tensor A) -> Tensor", _inv,
 def _det(a):
     _check_square("linalg.det", a)
     _check_float("linalg.det", a)
-    return np.asarray(np.linalg.det(a))
+    return np.linalg.det(a)
 
 
 # d det(A) = det(A) tr(A^-1 dA): the gradient is grad * det(A) * A^-T (A invertible).
@@ -491,7 +493,7 @@ def _slogdet(a):
     _check_square("linalg.slogdet", a)
     _check_float("linalg.slogdet", a)
     sign, logabsdet = np.linalg.slogdet(a)
-    return np.asarray(sign), np.asarray(logabsdet)
+    return sign, logabsdet
 
 
 # The sign is piecewise constant: only logabsdet carries a gradient, grad * A^-T.
@@ -651,7 +653,7 @@ def _qr(a, mode):
         raise RuntimeError("linalg.qr: The input tensor A must have at least 2 dimensions.")
     _check_float("linalg.qr", a)
     if mode == "r":
-        return np.zeros((0,), a.dtype), np.linalg.qr(a, mode="r")
+        return _backend.namespace_of(a).zeros((0,), a.dtype), np.linalg.qr(a, mode="r")
     return np.linalg.qr(a, mode=mode)
 
 
@@ -727,7 +729,7 @@ def _svd_backward(grads, U, S, Vh):
     gU, gS, gVh = grads
     V, gV = Vh.mT, gVh.mT
     k = S.shape[-1]
-    eye = _const(np.eye(k, dtype=S._data.dtype))
+    eye = _const(_backend.namespace_of(S._data).eye(k, dtype=S._data.dtype))
     s2 = S * S
     F = (s2[..., None, :] - s2[..., :, None] + eye).reciprocal() * (1 - eye)
     J = F * (U.mT @ gU - gU.mT @ U)

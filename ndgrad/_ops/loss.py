@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from .. import _backend
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _gs
 from .index import _tname
@@ -24,7 +25,7 @@ _make = Tensor._make
 
 
 def _const(a) -> Tensor:
-    return _make(np.asarray(a), None, 0, None)
+    return _make(_backend.adopt(a), None, 0, None)  # a device array stays where it is
 
 
 def _legacy_reduction(size_average, reduce) -> str:
@@ -96,12 +97,13 @@ def _targets(x, t, w, ignore_index):
     C = x.shape[cdim]
     if t.size and (t.min() < 0 or t.max() >= C):
         raise IndexError(f"Target {int(t[(t < 0) | (t >= C)].flat[0])} is out of bounds.")
+    xp = _backend.namespace_of(x)  # position indices where the data is
     if x.ndim == 1:
-        key = (t,)
+        key = (t, Ellipsis)  # Ellipsis: a 0-d target picks a 0-d array, not a host scalar
     elif x.ndim == 2:
-        key = (np.arange(x.shape[0]), t)
+        key = (xp.arange(x.shape[0]), t)
     else:
-        pos = np.indices(t.shape, sparse=True)
+        pos = xp.ix_(*(xp.arange(n) for n in t.shape))  # sparse np.indices (CuPy's is dense)
         key = (pos[0], t, *pos[1:])
     return cdim, key, ok, None if w is None else w[t]
 
@@ -138,7 +140,7 @@ def _nll(x, t, reduction, ignore_index, weight):
 
 
 def _nll_bwd(grad, t, shape, reduction, ignore_index, weight):  # grad: the loss's incoming gradient
-    x = np.zeros(shape, grad.dtype)
+    x = _backend.namespace_of(grad).zeros(shape, grad.dtype)
     cdim, key, ok, wt = _targets(x, t, weight, ignore_index)
     c, total = _coef(ok, wt, grad.dtype)
     g = -grad if reduction != 1 else -grad / ((t.size or 1) if total is None else (total or 1))
@@ -246,10 +248,12 @@ def _ce_double(grad, input, target, reduction, ignore_index, label_smoothing, we
     b (dense) and the per-position scale's constant part k (ok, over the total for 'mean')."""
     x, t = input._data, target._data
     cdim, key, ok, wt, a, wt1, wc = _ce_terms(x, t, weight, ignore_index, label_smoothing)
-    a = np.expand_dims(np.asarray(a, x.dtype), cdim) if np.ndim(a) else np.asarray(a, x.dtype)
-    b = np.zeros(x.shape, x.dtype) + wc
+    xp = _backend.namespace_of(x)
+    a = xp.asarray(a, x.dtype)
+    a = np.expand_dims(a, cdim) if a.ndim else a
+    b = xp.zeros(x.shape, x.dtype) + wc
     b[key] += wt1
-    one = np.ones(grad.shape, x.dtype)
+    one = xp.ones(grad.shape, x.dtype)
     k = _ce_scale(one, t, ok, wt, reduction, cdim, x.dtype)
     g = grad.unsqueeze(cdim) if reduction == 0 else grad
     return cdim, _const(a), _const(b), _const(k), g

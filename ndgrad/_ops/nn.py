@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _backend
 from .registry import defop
 from .samples import nc, sample
 
@@ -33,15 +34,16 @@ def _check_pad(x, pad, mode, value):
         raise NotImplementedError(f"Padding size {len(pad)} is not supported for {x.ndim}D input tensor.")
 
 
-def _pad_index(size, lo, hi, mode, dim, shape):
-    """For a non-constant mode: the input position each output position reads along one dim."""
+def _pad_index(xp, size, lo, hi, mode, dim, shape):
+    """For a non-constant mode: the input position each output position reads along one dim
+    (built by ``xp``, on the data's device)."""
     if mode == "reflect" and (lo >= size or hi >= size):
         raise RuntimeError(f"Argument #{4 + 2 * (len(shape) - 1 - dim)}: Padding size should be less than the "
                            f"corresponding input dimension, but got: padding ({lo}, {hi}) at dimension {dim} of "
                            f"input {list(shape)}")
     if mode == "circular" and (lo > size or hi > size):
         raise RuntimeError("Padding value causes wrapping around more than once.")
-    j = np.arange(-lo, size + hi)
+    j = xp.arange(-lo, size + hi)
     if mode == "reflect":
         j = np.abs(j)
         return np.where(j > size - 1, 2 * (size - 1) - j, j)
@@ -49,7 +51,7 @@ def _pad_index(size, lo, hi, mode, dim, shape):
         return np.clip(j, 0, size - 1)
     # NOTE(pytorch): circular pads wrap within what is left after negative pads crop.
     start, stop = max(-lo, 0), size - max(-hi, 0)
-    return start + (np.arange(size + lo + hi) - max(lo, 0)) % max(stop - start, 1)
+    return start + (xp.arange(size + lo + hi) - max(lo, 0)) % max(stop - start, 1)
 
 
 def _pad_dims(x, pad):
@@ -68,20 +70,21 @@ def _pad(x, pad, mode, value):
             shape[d] = size + lo + hi
             src[d] = slice(max(-lo, 0), size - max(-hi, 0))
             dst[d] = slice(max(lo, 0), max(lo, 0) + src[d].stop - src[d].start)
-        out = np.full(shape, 0 if value is None else value).astype(x.dtype, copy=False)
+        out = _backend.namespace_of(x).full(shape, 0 if value is None else value, dtype=x.dtype)
         out[tuple(dst)] = x[tuple(src)]
         return out
-    shape = x.shape
+    shape, xp = x.shape, _backend.namespace_of(x)
     for d, lo, hi in _pad_dims(x, pad):
-        x = np.take(x, _pad_index(shape[d], lo, hi, mode, d, shape), axis=d)
+        x = np.take(x, _pad_index(xp, shape[d], lo, hi, mode, d, shape), axis=d)
     return x
 
 
 def _pad_backward(grad, shape, pad, mode):
     # the adjoint of the gather in _pad: add each output position's gradient at its input position
+    xp = _backend.namespace_of(grad)
     for d, lo, hi in reversed(_pad_dims(grad, pad)):
-        idx = _pad_index(shape[d], lo, hi, mode, d, shape)
-        out = np.zeros(grad.shape[:d] + (shape[d],) + grad.shape[d + 1:], grad.dtype)
+        idx = _pad_index(xp, shape[d], lo, hi, mode, d, shape)
+        out = xp.zeros(grad.shape[:d] + (shape[d],) + grad.shape[d + 1:], grad.dtype)
         np.add.at(np.moveaxis(out, d, 0), idx, np.moveaxis(grad, d, 0))
         grad = out
     return grad

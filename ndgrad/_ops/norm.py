@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from .. import _backend
 from .. import _dtype as D
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _gs
@@ -322,7 +323,7 @@ def _embedding_grad(grad, input, weight_shape, padding_idx, scale_grad_by_freq):
     num = weight_shape[0]
     pad = _padding_index(padding_idx, num)
     if pad is not None or scale_grad_by_freq:
-        keep = np.ones(idx.shape[0], grad._data.dtype)
+        keep = _backend.namespace_of(grad._data).ones(idx.shape[0], grad._data.dtype)
         ia = idx._data
         if pad is not None:
             keep[ia == pad] = 0
@@ -363,9 +364,8 @@ def _one_hot(x, num_classes):
         num_classes = int(x.max()) + 1
     elif x.size and (num_classes < 0 or x.max() >= num_classes):
         raise RuntimeError("Class values must be smaller than num_classes.")
-    out = np.zeros(x.shape + (num_classes,), np.int64)
-    np.put_along_axis(out, x[..., None], 1, axis=-1)
-    return out
+    # a comparison with the classes built where ``x`` is (no put_along_axis in older CuPy)
+    return (x[..., None] == _backend.namespace_of(x).arange(num_classes)).astype(np.int64)
 
 
 def _one_hot_samples(rng):
@@ -427,7 +427,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     masked = None  # a bool array, True where a score is not allowed
     if is_causal:
         L, S = query.shape[-2], key.shape[-2]
-        masked = ~np.tril(np.ones((L, S), bool))
+        xp = _backend.namespace_of(query._data)
+        masked = xp.arange(S)[None, :] > xp.arange(L)[:, None]  # above the diagonal, where q is
     elif attn_mask is not None:
         if attn_mask.dtype == D.bool_:
             masked = ~attn_mask._data

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from .. import _backend
 from .. import _dtype as D
 from .._tensor import Tensor
 from .registry import OPS, defcomposite, definplace, defop
@@ -29,7 +30,7 @@ def _erf(x):
     try:
         from scipy.special import erf
     except ImportError:  # NumPy has no erf; math.erf per element is exact but slow
-        return np.asarray(_erf_py(x), dtype=x.dtype)
+        return _backend.namespace_of(x).asarray(_erf_py(x), dtype=x.dtype)
     return erf(x).astype(x.dtype, copy=False)
 
 
@@ -127,8 +128,7 @@ defop("mul.Tensor(Tensor self, Tensor other) -> Tensor", "multiply",
 def _div(x, y, rounding_mode):
     if rounding_mode is None:
         if np.result_type(x, y).kind not in "fc":  # true division of integers: default float
-            f = D._default[0].np
-            x, y = np.asarray(x).astype(f), np.asarray(y).astype(f)
+            return np.true_divide(x, y, dtype=D._default[0].np)
         return np.true_divide(x, y)
     if rounding_mode == "trunc":
         q = np.true_divide(x, y) if np.result_type(x, y).kind in "fc" else None
@@ -142,7 +142,7 @@ def _div(x, y, rounding_mode):
 
 def _int_trunc_div(x, y):
     q = np.floor_divide(x, y)
-    fix = (np.remainder(x, y) != 0) & ((np.asarray(x) < 0) != (np.asarray(y) < 0))
+    fix = (np.remainder(x, y) != 0) & (np.less(x, 0) != np.less(y, 0))
     return q + fix.astype(q.dtype)
 
 
@@ -473,7 +473,7 @@ def _gelu(x, approximate):
     if approximate == "tanh":
         # 0.5 x (1 + tanh u) = x / (1 + exp(-2u)), u = c (x + a x^3): exp is cheaper than tanh
         # in NumPy and this form has no cancellation. In place on one temporary.
-        y = np.square(x, out=np.empty(np.shape(x), np.result_type(x, 0.5)))
+        y = np.square(x, out=_backend.namespace_of(x).empty(np.shape(x), np.result_type(x, 0.5)))
         y *= -2 * _GELU_A * _SQRT_2_OVER_PI
         y -= 2 * _SQRT_2_OVER_PI
         y *= x
@@ -491,7 +491,7 @@ def _gelu_backward(g, x, approximate):
     """``g * gelu'(x)`` in a few array passes (a composite would be ~15 tensor ops per node)."""
     if approximate == "tanh":  # in place on three temporaries
         dt = np.result_type(g, x, 0.5)
-        d = np.square(x, out=np.empty(np.shape(x), dt))
+        d = np.square(x, out=_backend.namespace_of(x).empty(np.shape(x), dt))
         t = np.multiply(d, _GELU_A * _SQRT_2_OVER_PI, out=np.empty_like(d))  # an array even 0-d
         t += _SQRT_2_OVER_PI
         t *= x
@@ -538,12 +538,11 @@ gelu_backward = defop(
 def _gelu_tanh_backward_arrays(g, x, y):
     """``g * gelu'(x)`` for the tanh form from the forward's result ``y`` (no tanh again):
     ``s = 1 + t = 2 y / x`` (1 where x = 0), ``gelu' = s/2 + x c (1 + 3a x^2) (2 - s) s / 2``."""
+    nz = x != 0
     with np.errstate(invalid="ignore"):  # x = +-inf: nan, as PyTorch's formula gives there
-        s = np.divide(y, x, out=np.ones(np.shape(x), np.result_type(g, x, 0.5)), where=x != 0)
-    if s.ndim:
-        s[x != 0] *= 2
-    elif x != 0:
-        s *= 2
+        s = np.divide(y, np.where(nz, x, 1), dtype=np.result_type(g, x, 0.5))  # CuPy has no where=
+    s *= 2
+    s = np.where(nz, s, 1.0).astype(s.dtype, copy=False)
     d = np.square(x, out=np.empty_like(s))
     d *= 3 * _GELU_A
     d += 1
@@ -752,7 +751,7 @@ for _name, _np in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"), ("le", 
 
 
 def _logical(f):
-    return lambda x, y: f(np.asarray(x).astype(bool), np.asarray(y).astype(bool))
+    return lambda x, y: f(np.not_equal(x, 0), np.not_equal(y, 0))  # bool(v), on v's device
 
 
 for _name in ("logical_and", "logical_or", "logical_xor"):

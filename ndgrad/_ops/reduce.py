@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from .. import _backend
 from .. import _dtype as D
 from .. import return_types
 from .._tensor import Tensor, _wrap_dim
@@ -78,8 +79,9 @@ def _mean(x, dim, keepdim, dtype):
             f"complex dtype. Got: {D._FROM_NP[x.dtype].legacy[:-6]}"
         )
     axis = dims_arg(dim, x.ndim) if x.ndim else None
-    out = np.mean(x, axis=axis, keepdims=keepdim, dtype=None if dtype is None else D.to_dtype(dtype).np)
-    return np.asarray(out, dtype=x.dtype if dtype is None else D.to_dtype(dtype).np)
+    dt = x.dtype if dtype is None else D.to_dtype(dtype).np
+    out = np.mean(x, axis=axis, keepdims=keepdim, dtype=None if dtype is None else dt)
+    return out.astype(dt, copy=False)  # astype, not np.asarray: keeps a device result there
 
 
 def _mean_grad(grad, self_shape, dim, keepdim):
@@ -163,7 +165,7 @@ def _prod_others(x, dim):
     if x.ndim == 0:
         return np.ones_like(x)
     x = np.moveaxis(x, dim, -1)
-    one = np.ones(x.shape[:-1] + (1,), x.dtype)
+    one = _backend.namespace_of(x).ones(x.shape[:-1] + (1,), x.dtype)
     left = np.cumprod(np.concatenate([one, x[..., :-1]], -1), -1)
     right = np.cumprod(np.concatenate([one, x[..., :0:-1]], -1), -1)[..., ::-1]
     return np.moveaxis(left * right, -1, dim)
@@ -172,7 +174,7 @@ def _prod_others(x, dim):
 def _without_self(self, dim):
     """``self`` moved to the last dim and repeated as Y[..., i, k]: x_k, with 1 where k == i."""
     n = self.shape[dim]
-    eye = np.eye(n, dtype=self._data.dtype)
+    eye = _backend.namespace_of(self._data).eye(n, dtype=self._data.dtype)
     return self.transpose(dim, -1).unsqueeze(-2) * _const(1 - eye) + _const(eye), eye
 
 
@@ -191,7 +193,7 @@ prod_others = defop("_prod_others(Tensor self, int dim) -> Tensor", _prod_others
 
 
 def _prod_all(x, dtype):
-    return np.asarray(np.prod(x, dtype=reduced_dtype(x, dtype)))
+    return np.prod(x, dtype=reduced_dtype(x, dtype))
 
 
 def _prod_all_grad(grad, self, result):
@@ -252,7 +254,7 @@ _publish("mean", _mean_front)
 def _select_backward(grad, indices, dim, shape, keepdim):
     if not shape:
         return grad.copy()
-    out = np.zeros(shape, grad.dtype)
+    out = _backend.namespace_of(grad).zeros(shape, grad.dtype)
     if not keepdim:
         grad, indices = np.expand_dims(grad, dim), np.expand_dims(indices, dim)
     np.put_along_axis(out, indices, grad, dim % len(shape))
@@ -285,7 +287,7 @@ def _extreme_all(name, f):
                 f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
                 "reduction dim with the 'dim' argument."
             )
-        return np.asarray(f(x))
+        return f(x)
 
     return fwd
 
@@ -300,7 +302,7 @@ def _extreme_dim(name, argf):
     def fwd(x, dim, keepdim):
         d = _wrap_dim(dim, x.ndim)
         if x.ndim == 0:
-            return x.copy(), np.zeros((), np.int64)
+            return x.copy(), _backend.namespace_of(x).zeros((), np.int64)
         _check_nonempty(name, x, (d,))
         idx = argf(x, axis=d, keepdims=True)
         vals = np.take_along_axis(x, idx, d)
@@ -353,11 +355,11 @@ def _argext(name, f):
         if dim is None:
             if x.size == 0:
                 raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
-            out = np.asarray(f(x), np.int64)
+            out = f(x).astype(np.int64)
             return out.reshape((1,) * x.ndim) if keepdim else out
         d = _wrap_dim(dim, x.ndim)
         if x.ndim == 0:
-            return np.zeros((), np.int64)
+            return _backend.namespace_of(x).zeros((), np.int64)
         _check_nonempty(name, x, (d,))
         return f(x, axis=d, keepdims=keepdim).astype(np.int64, copy=False)
 
@@ -421,8 +423,8 @@ def _moment(name, f):
                           "the reduction factor (input numel divided by output numel).", stacklevel=3)
             with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
                 warnings.simplefilter("ignore", RuntimeWarning)
-                return np.asarray(f(x, axis=axis, ddof=c, keepdims=keepdim))
-        return np.asarray(f(x, axis=axis, ddof=c, keepdims=keepdim))
+                return f(x, axis=axis, ddof=c, keepdims=keepdim)
+        return f(x, axis=axis, ddof=c, keepdims=keepdim)
 
     return fwd
 
@@ -488,15 +490,15 @@ def _vector_norm(x, ord, dim, keepdim, dtype):
         if a.size == 0:
             raise RuntimeError("linalg.vector_norm cannot compute the inf norm on an empty tensor because "
                                "the operation does not have an identity")
-        return np.asarray((np.max if ord > 0 else np.min)(a, axis=axis, keepdims=keepdim))
+        return (np.max if ord > 0 else np.min)(a, axis=axis, keepdims=keepdim)
     if ord == 0:
-        return np.asarray(np.sum(a != 0, axis=axis, keepdims=keepdim), a.dtype)
+        return np.sum(a != 0, axis=axis, keepdims=keepdim).astype(a.dtype)
     if ord == 1:
-        return np.asarray(np.sum(a, axis=axis, keepdims=keepdim))
+        return np.sum(a, axis=axis, keepdims=keepdim)
     if ord == 2:
-        return np.asarray(np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdim)))
+        return np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdim))
     with np.errstate(divide="ignore"):
-        return np.asarray(np.sum(a**ord, axis=axis, keepdims=keepdim) ** (1.0 / ord))
+        return np.sum(a**ord, axis=axis, keepdims=keepdim) ** (1.0 / ord)
 
 
 def _vector_norm_grad(grad, self, result, ord, dim, keepdim):
@@ -584,7 +586,7 @@ def _logsumexp(x, dim, keepdim):
         m = np.max(x, axis=axis, keepdims=True)
         m = np.where(np.isfinite(m), m, 0)  # all -inf (or inf) slices: no shift
     else:
-        m = np.zeros((1,) * x.ndim, x.dtype)
+        m = _backend.namespace_of(x).zeros((1,) * x.ndim, x.dtype)
     with np.errstate(divide="ignore"):
         out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
     return out if keepdim or axis is None and not x.ndim else np.squeeze(out, axis if axis is not None else None)
@@ -625,7 +627,8 @@ def _cumprod_grad(grad, self, result, dim):
     # With zeros: d y_k / d x_j = prod_{m <= k, m != j} x_m, the cumprod of row j of Y (x with
     # x_j replaced by 1), summed against grad over k >= j.
     y, eye = _without_self(self, dim)
-    upper = _const(np.triu(np.ones_like(eye)))
+    k = _backend.namespace_of(eye).arange(eye.shape[0])
+    upper = _const((k[:, None] <= k).astype(eye.dtype))  # np.triu of ones; built on eye's device
     return (grad.transpose(dim, -1).unsqueeze(-2) * y.cumprod(-1) * upper).sum(-1).transpose(dim, -1)
 
 
@@ -727,7 +730,7 @@ _publish("log_softmax", _functional(log_softmax, "log_softmax"), ns="nn.function
 # --- all / any ---
 def _logical_reduce(f):
     def fwd(x, dim, keepdim):
-        out = np.asarray(f(x, axis=_axis(x, dim), keepdims=keepdim))
+        out = f(x, axis=_axis(x, dim), keepdims=keepdim)
         return out.astype(np.uint8) if x.dtype == np.uint8 else out  # uint8 in, uint8 out (PyTorch)
 
     return fwd

@@ -582,6 +582,8 @@ def _unify_devices(rec, xs) -> bool:
     """Raise PyTorch's error when tensor arguments sit on different devices; a 0-d host array
     (a CPU scalar tensor, allowed beside device tensors as in PyTorch) moves to the device.
     Returns whether any argument is on a device."""
+    if rec.extra.get("cross_device"):  # copy_: moving values between devices is its job
+        return False
     found, scalars = None, []
     for i in rec.tensor_pos:
         a = xs[i]
@@ -692,7 +694,7 @@ def _arg_value(kind, a):
             return [t._data.shape if isinstance(t, Tensor) else () for t in a]
         return a._data.shape if isinstance(a, Tensor) else ()
     if kind == "device":
-        return a.device
+        return a.device if isinstance(a, Tensor) else _cpu  # a Python value is a host scalar
     if type(a) in (list, tuple):
         return [t.dtype for t in a]
     return a.dtype if isinstance(a, Tensor) else D.result_type([a])

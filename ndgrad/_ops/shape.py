@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _backend
 from .. import _dtype as D
 from .._tensor import _wrap_dim
 from .registry import NAMESPACES, defcomposite, defop
@@ -222,7 +223,7 @@ defop("t(Tensor(a) self) -> Tensor(a)", _t, {"self": lambda grad: grad.t()},
 
 # --- the inverse of a view's indexing (select, slice, narrow backward) ---
 def _slice_backward(grad, shape, key):
-    out = np.zeros(shape, grad.dtype)
+    out = _backend.namespace_of(grad).zeros(shape, grad.dtype)
     out[key] = grad
     return out
 
@@ -311,18 +312,12 @@ alias_rec = defop("alias(Tensor(a) self) -> Tensor(a)", lambda x: x.view(), {"se
 def _diag_view(x, offset, dim1, dim2):
     """The (writeable) view of the diagonal of ``x`` over dims ``dim1``/``dim2``, put last.
 
-    ``np.diagonal`` returns a read-only view, which in-place ops on the result could not write."""
-    n1, n2 = x.shape[dim1], x.shape[dim2]
-    if offset >= 0:
-        n, start = max(min(n1, n2 - offset), 0), _dim_key(dim2, slice(offset, None))
-    else:
-        n, start = max(min(n1 + offset, n2), 0), _dim_key(dim1, slice(-offset, None))
-    if n:
-        x = x[start]
-    rest = [i for i in range(x.ndim) if i != dim1 and i != dim2]
-    st = x.strides
-    return np.lib.stride_tricks.as_strided(
-        x, tuple(x.shape[i] for i in rest) + (n,), tuple(st[i] for i in rest) + (st[dim1] + st[dim2],))
+    NumPy's ``diagonal`` is a read-only view (CuPy's writes through): made writeable here, where
+    ``x`` is, so that in-place ops on the result reach ``x``."""
+    v = x.diagonal(offset, dim1, dim2)
+    if not getattr(v.flags, "writeable", True) and x.flags.writeable:
+        v.flags.writeable = True
+    return v
 
 
 def _diag_dims(ndim, dim1, dim2):
@@ -337,7 +332,7 @@ def _diagonal(x, offset, dim1, dim2):
 
 
 def _diagonal_backward(grad, shape, offset, dim1, dim2):
-    out = np.zeros(shape, grad.dtype)
+    out = _backend.namespace_of(grad).zeros(shape, grad.dtype)
     _diag_view(out, offset, *_diag_dims(len(shape), dim1, dim2))[...] = grad
     return out
 
@@ -364,7 +359,7 @@ def _diag_embed(x, offset, dim1, dim2):
     n = (x.shape[-1] if x.ndim else 1) + abs(offset)
     rest = iter(x.shape[:-1])
     shape = tuple(n if i in (d1, d2) else next(rest) for i in range(nd))
-    out = np.zeros(shape, x.dtype)
+    out = _backend.namespace_of(x).zeros(shape, x.dtype)
     _diag_view(out, offset, d1, d2)[...] = x
     return out
 
@@ -702,17 +697,21 @@ defop("roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor", _roll,
 
 
 # --- triangles ---
-def _triangle(name, fn):
+def _triangle(name, lower):
     def fwd(x, diagonal):
         if x.ndim < 2:
             raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
-        return fn(x, diagonal)
+        # the mask built where ``x`` is (np.tril's own mask is a host array)
+        xp = _backend.namespace_of(x)
+        above = xp.arange(x.shape[-1])[None, :] - xp.arange(x.shape[-2])[:, None]
+        keep = above <= diagonal if lower else above >= diagonal
+        return np.where(keep, x, xp.zeros((), x.dtype))
 
     return fwd
 
 
-for _name, _fn in (("tril", np.tril), ("triu", np.triu)):
-    defop(f"{_name}(Tensor self, int diagonal=0) -> Tensor", _triangle(_name, _fn),
+for _name, _lower in (("tril", True), ("triu", False)):
+    defop(f"{_name}(Tensor self, int diagonal=0) -> Tensor", _triangle(_name, _lower),
           {"self": (lambda grad, diagonal: grad.tril(diagonal)) if _name == "tril"
            else (lambda grad, diagonal: grad.triu(diagonal))},
           inplace=_name + "_",

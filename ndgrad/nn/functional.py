@@ -13,6 +13,7 @@ tanh = _OPS["tanh"].call
 # --- plain-Python functionals (compositions of ops; their gradients come from those ops) ---
 import numpy as _np  # noqa: E402
 
+from .. import _backend  # noqa: E402
 from .._factories import default_generator as _gen  # noqa: E402
 from .._tensor import Tensor as _Tensor  # noqa: E402
 
@@ -48,11 +49,15 @@ def _check_p(p) -> None:
 
 
 def _dropout_mask(input, p, shape):
-    """A ``keep / (1 - p)`` mask in the input's dtype, from the global generator."""
+    """A ``keep / (1 - p)`` mask in the input's dtype, from the global generator (drawn on the
+    host, as the CPU's stream of numbers, and moved to the input's device)."""
+    x = input._data
     if p == 1.0:
-        return _Tensor._make(_np.zeros(shape, input._data.dtype), None, 0, None)
-    keep = _gen.rng.random(shape) >= p
-    return _Tensor._make((keep * (1.0 / (1.0 - p))).astype(input._data.dtype), None, 0, None)
+        return _Tensor._make(_backend.namespace_of(x).zeros(shape, x.dtype), None, 0, None)
+    mask = ((_gen.rng.random(shape) >= p) * (1.0 / (1.0 - p))).astype(x.dtype)
+    if type(x) is not _np.ndarray:
+        mask = _backend.to_device(mask, _backend.device_of(x))
+    return _Tensor._make(mask, None, 0, None)
 
 
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
