@@ -17,6 +17,7 @@ from .. import _backend
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _gs
 from .index import _tname
+from .reduce import sum_keep
 from .registry import OPS, defcomposite, defop
 from .samples import nc, sample
 
@@ -196,7 +197,7 @@ def _ce_terms(x, t, weight, ignore_index, ls):
 def _ce(x, t, reduction, ignore_index, label_smoothing, weight):
     cdim, key, ok, wt = _targets(x, t, weight, ignore_index)
     z = x - x.max(cdim, keepdims=True)
-    lse = np.log(np.exp(z).sum(cdim, keepdims=True))
+    lse = np.log(sum_keep(np.exp(z), cdim))
     loss = np.squeeze(lse, cdim) - z[key]
     if wt is not None:
         loss = loss * wt
@@ -234,7 +235,7 @@ def _ce_scale(grad, t, ok, wt, reduction, cdim, dtype):
 def _ce_bwd(grad, x, t, reduction, ignore_index, label_smoothing, weight):
     cdim, key, ok, wt, a, wt1, wc = _ce_terms(x, t, weight, ignore_index, label_smoothing)
     e = np.exp(x - x.max(cdim, keepdims=True))
-    p = e / e.sum(cdim, keepdims=True)
+    p = e / sum_keep(e, cdim)
     out = p if type(a) is float and a == 1.0 else p * np.expand_dims(a, cdim)
     if type(wc) is not float or wc:
         out = out - wc

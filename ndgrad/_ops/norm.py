@@ -16,6 +16,7 @@ from .. import _backend
 from .. import _dtype as D
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _gs
+from .reduce import sum_keep
 from .registry import defcomposite, defop
 from .samples import nc, sample
 
@@ -38,9 +39,18 @@ def _sum_except(t, keep):
     return t.sum(dims) if dims else t
 
 
+def _mean_keep(a, axes):
+    """``a.mean(axes, keepdims=True)`` on arrays (rows through ``reduce.sum_keep``)."""
+    if type(axes) is int:
+        axes = (axes,)
+    if len(axes) != 1:
+        return a.mean(axis=axes, keepdims=True)
+    return sum_keep(a, axes[0], 1.0 / a.shape[axes[0]])
+
+
 def _np_standardize(x, axes, eps):
-    xc = x - x.mean(axis=axes, keepdims=True)
-    var = np.mean(xc * xc, axis=axes, keepdims=True)
+    xc = x - _mean_keep(x, axes)
+    var = _mean_keep(xc * xc, axes)
     xc *= 1.0 / np.sqrt(var + eps)
     return xc
 
@@ -91,8 +101,8 @@ def _layer_norm_grad(grad, input, weight, normalized_shape, eps, needs):
 def _layer_norm_grad_arrays(grad, input, weight, dims, eps, needs):
     """``_layer_norm_grad`` on the arrays, for a backward that records no graph."""
     g, x = grad._data, input._data
-    xc = x - x.mean(axis=dims, keepdims=True)
-    rstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=dims, keepdims=True) + eps)
+    xc = x - _mean_keep(x, dims)
+    rstd = 1.0 / np.sqrt(_mean_keep(xc * xc, dims) + eps)
     xc *= rstd  # xhat
     outer = tuple(range(x.ndim - len(dims)))
     dw = _wrap(np.sum(g * xc, axis=outer)) if needs[1] else None
@@ -100,8 +110,8 @@ def _layer_norm_grad_arrays(grad, input, weight, dims, eps, needs):
     dx = None
     if needs[0]:
         gw = g * weight._data if weight is not None else g.copy()
-        proj = np.mean(gw * xc, axis=dims, keepdims=True)
-        gw -= gw.mean(axis=dims, keepdims=True)
+        proj = _mean_keep(gw * xc, dims)
+        gw -= _mean_keep(gw, dims)
         xc *= proj
         gw -= xc
         gw *= rstd

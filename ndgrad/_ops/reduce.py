@@ -21,6 +21,32 @@ from .samples import nc, sample
 from .shape import dims_arg
 
 
+_ROW_VECTORS: dict = {}  # (length, dtype, scale) -> a constant vector: a row sum as one gemv
+
+
+def sum_keep(a, axis, scale=None):
+    """``a.sum(axis, keepdims=True)`` (times ``scale``) on arrays. Over the last axis of a
+    C-contiguous float32/64 NumPy array it is one BLAS matrix-vector product with a constant
+    vector: NumPy's reduction along a short contiguous axis costs ~5x more (30 us against 6 for
+    512 rows of 128), and softmax, norms and cross-entropy reduce rows in every layer."""
+    if type(axis) is tuple:
+        if len(axis) != 1:
+            s = a.sum(axis=axis, keepdims=True)
+            return s if scale is None else s * scale
+        axis = axis[0]
+    n = a.ndim
+    if (axis in (-1, n - 1) and n >= 2 and type(a) is np.ndarray and a.dtype.char in "fd"
+            and a.flags.c_contiguous):
+        d = a.shape[-1]
+        key = (d, a.dtype, scale)
+        w = _ROW_VECTORS.get(key)
+        if w is None:
+            w = _ROW_VECTORS[key] = np.full(d, 1.0 if scale is None else scale, a.dtype)
+        return (a.reshape(-1, d) @ w).reshape(a.shape[:-1] + (1,))
+    s = a.sum(axis=axis, keepdims=True)
+    return s if scale is None else s * scale
+
+
 def reduced_dtype(x, dtype):
     """PyTorch's sum/prod dtype: integer and bool inputs accumulate in int64."""
     if dtype is not None:
@@ -672,7 +698,7 @@ def _softmax(x, dim, dtype):
         e = np.exp(z)
         return e / e
     np.exp(z, out=z)  # z is a fresh array (x minus its maximum): work in place
-    z /= np.sum(z, axis=d, keepdims=True)
+    z /= sum_keep(z, d)
     return z
 
 
@@ -696,7 +722,7 @@ def _softmax_grad(grad, result, dim):
         return grad * 0
     if not _gs.grad_enabled and type(grad) is Tensor:  # no graph to record: two array passes
         g, y = grad._data, result._data
-        out = g - np.sum(g * y, axis=dim, keepdims=True)
+        out = g - sum_keep(g * y, dim)
         out *= y
         return Tensor._make(out, None, 0, None)
     return result * (grad - (grad * result).sum(dim, keepdim=True))

@@ -16,6 +16,8 @@ import numpy as np
 
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad
+from ..profiler.recorder import _current as _profiling
+from ..profiler.recorder import record_function
 
 __all__ = ["Optimizer", "required"]
 
@@ -74,7 +76,11 @@ def _wrap_step(step):
         self._opt_called = True  # read by LRScheduler's "step order" warning
         self._in_step = True
         try:
-            out = step(self, *args, **kwargs)
+            if _profiling[0] is None:
+                out = step(self, *args, **kwargs)
+            else:  # as PyTorch names the range in profiles
+                with record_function(f"Optimizer.step#{type(self).__name__}.step"):
+                    out = step(self, *args, **kwargs)
         finally:
             self._in_step = False
         for hook in chain(self._optimizer_step_post_hooks.values(), _global_post_hooks.values()):

@@ -479,3 +479,14 @@ def test_profiler_above_another_mode():
     assert np.allclose(tangent._data, want._data)
     counts = {r.key: r.count for r in prof.key_averages()}
     assert counts["aten::mul"] == 1 and counts["aten::sin"] == 1
+
+
+def test_optimizer_step_is_a_named_range():
+    model = ndgrad.nn.Linear(4, 2)
+    opt = ndgrad.optim.Adam(model.parameters(), lr=0.1)
+    model(ndgrad.randn(3, 4)).sum().backward()
+    with profile() as prof:
+        opt.step()
+    names = [e.name for e in prof.events()]
+    assert names.count("Optimizer.step#Adam.step") == 1
+    opt.step()  # unprofiled: no range, no error
