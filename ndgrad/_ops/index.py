@@ -8,6 +8,8 @@ argument. Basic indexing (ints, slices, None, Ellipsis) is a chain of the view o
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _backend
@@ -334,10 +336,23 @@ def _index_add(x, dim, index, source, alpha):
     return out.reshape(x.shape)
 
 
+_BINCOUNT_MAX = 1 << 22  # elements: bincount's float64 table costs twice a float32 gradient
+
+
 def _add_rows(out, idx, vals) -> None:
-    """``out[idx[k]] += vals[k]`` along axis 0, repeated indices accumulating: the rows sorted by
-    index and summed per index in one ``reduceat`` (much faster than ``np.add.at`` for rows)."""
+    """``out[idx[k]] += vals[k]`` along axis 0, repeated indices accumulating. Real floats of a
+    moderate table (an embedding's gradient): one ``bincount`` over flat positions, 2-3x faster
+    than sorting and ``reduceat`` (whose per-segment loop is slow), and accumulated in float64.
+    Otherwise the rows sorted by index and summed per index in one ``reduceat`` (still much faster
+    than ``np.add.at`` for rows)."""
     if not idx.size:
+        return
+    if vals.dtype.kind == "f" and out.size <= _BINCOUNT_MAX:
+        inner = math.prod(out.shape[1:])
+        xp = _backend.namespace_of(vals)
+        flat = (idx.reshape(-1, 1) * inner + xp.arange(inner)).reshape(-1)
+        sums = np.bincount(flat, weights=vals.reshape(-1), minlength=out.shape[0] * inner)
+        out += sums.reshape(out.shape).astype(out.dtype, copy=False)
         return
     order = np.argsort(idx, kind="stable")
     sidx = idx[order]
