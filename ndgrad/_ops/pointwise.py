@@ -15,7 +15,7 @@ import numpy as np
 from .. import _backend
 from .. import _dtype as D
 from .._tensor import Tensor
-from .registry import OPS, defcomposite, definplace, defop
+from .registry import NAMESPACES, OPS, defcomposite, definplace, defop
 from .registry import PROMOTE_COMMON as COMMON
 from .registry import PROMOTE_FLOAT as FLOAT
 from .samples import binary, nc, sample, unary
@@ -664,6 +664,27 @@ defop("clamp(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", _clamp
           sample("min", rng.uniform(-2, 2, (5,)), -0.5),
           sample("max", rng.uniform(-2, 2, (5,)), None, 0.5),
           sample("tensor_bounds", rng.uniform(-2, 2, (3, 4)), rng.uniform(-3, -1, (4,)), rng.uniform(1, 3, (3, 1)))])
+
+
+# NOTE(pytorch): torch.clip / Tensor.clip(_) are aliases of clamp (their nodes are clamp's).
+NAMESPACES[""]["clip"] = OPS["clamp"].call
+Tensor.clip, Tensor.clip_ = OPS["clamp"].call, OPS["clamp_"].call
+
+
+def _nan_to_num(x, nan, posinf, neginf):
+    if x.dtype.kind not in "fc":
+        return x.copy()
+    return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)  # None: the dtype's extremes
+
+
+defop("nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor",
+      lambda x, nan, posinf, neginf: _nan_to_num(x, 0.0 if nan is None else nan, posinf, neginf),
+      {"self": lambda grad, self: grad * self.isfinite()}, inplace="nan_to_num_",
+      samples=lambda rng: [
+          sample("special", np.array([np.nan, np.inf, -np.inf, 1.5, -0.25])),
+          sample("values", np.array([[np.nan, 2.0], [np.inf, -np.inf]]), 1.0, 9.0, -9.0),
+          sample("plain", rng.standard_normal((3, 4))),
+          sample("int", np.arange(4))])
 
 
 def _max_grad(grad, self, other):

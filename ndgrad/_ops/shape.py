@@ -131,8 +131,13 @@ def expand_as(self, other):
     return _expand_rec.call(self, tuple(other.shape))
 
 
+def view_as(self, other):
+    return self.view(tuple(other.shape))
+
+
 _Tensor.expand = expand
 _Tensor.expand_as = expand_as
+_Tensor.view_as = view_as
 
 
 # --- dims ---
