@@ -96,3 +96,26 @@ def ref() -> Oracle:
 def torch_or_skip():
     """PyTorch itself, for oracle-only tests (skipped cleanly when torch is not installed)."""
     return pytest.importorskip("torch")
+
+
+# --- devices ---
+# A test taking a ``device`` argument runs on every device with streams: the stream-logging test
+# device everywhere, CUDA where CuPy sees a GPU.
+DEVICES = ["streamlog"] + (["cuda"] if ndgrad.cuda.is_available() else [])
+
+
+def pytest_generate_tests(metafunc):
+    if "device" in metafunc.fixturenames:
+        metafunc.parametrize("device", DEVICES)
+
+
+@pytest.fixture(autouse=True)
+def _restore_streams_flag():
+    """A test that makes a side stream current turns the engine's stream-aware loop on for the
+    process; later tests get back the loop they would have had."""
+    from ndgrad._backend import streams
+
+    was = streams.in_use[0]
+    yield
+    streams.in_use[0] = was
+

@@ -11,25 +11,15 @@ import numpy as np
 import pytest
 
 import ndgrad as nd
-from ndgrad._backend import streams
 
 from test_generic import CASES, _convert, _nd_make, _outputs
 
-DEVICES = ["streamlog"] + (["cuda"] if nd.cuda.is_available() else [])
-
-
-@pytest.fixture(autouse=True)
-def _streams_off_after():
-    was = streams.in_use[0]
-    yield
-    streams.in_use[0] = was
 
 
 def _host(t):
     return nd._backend.to_device(t._data, nd.device("cpu"))
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("rec,sample", CASES)
 def test_op_on_device(rec, sample, device):
     args, kwargs, leaves = _convert(rec, sample, _nd_make)
