@@ -163,10 +163,19 @@ class Tensor:
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
             )
-        return self._data
+        a = self._data
+        if type(a) is not np.ndarray:
+            dev = _backend.device_of(a)
+            if dev.type != "cpu":
+                if not force:
+                    raise TypeError(f"can't convert {dev} device type tensor to numpy. Use Tensor.cpu() "
+                                    "to copy the tensor to host memory first.")
+                return _backend.device_type(dev).to_host(a)  # force: a copy, as PyTorch's
+        return a
 
     def __array__(self, dtype=None, copy=None):
-        return self._data if dtype is None else self._data.astype(dtype)
+        a = self.numpy(force=True)
+        return a if dtype is None else a.astype(dtype)
 
     def __bool__(self) -> bool:
         if self._data.size != 1:

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from . import _backend
 from . import _dtype as D
 
 _PRECISION = 4
@@ -124,6 +125,11 @@ def tensor_repr(t) -> str:
     a = t._data
     dt = D._FROM_NP[a.dtype]
     suffix = []
+    if type(a) is not np.ndarray:
+        dev = _backend.device_of(a)
+        if dev.type != "cpu":  # a device tensor says where it lives, first, as in PyTorch
+            suffix.append(f"device='{dev}'")
+            a = _backend.device_type(dev).to_host(a)
     if a.size == 0:
         if a.ndim != 1:
             suffix.append(f"size={tuple(a.shape)}")

@@ -37,6 +37,12 @@ def test_device_basics():
         x + ndgrad.ones(3, dtype=ndgrad.float64)
     # a 0-d CPU tensor may join a device tensor, as in PyTorch
     assert (x * ndgrad.tensor(2.0, dtype=ndgrad.float64)).device == x.device
+    assert repr(ndgrad.ones(2, device="streamlog", dtype=ndgrad.int32)) == (
+        "tensor([1, 1], device='streamlog:0', dtype=ndgrad.int32)")
+    with pytest.raises(TypeError, match="can't convert streamlog:0 device type tensor to numpy. Use "
+                                        "Tensor.cpu"):
+        x.detach().numpy()
+    assert type(np.asarray(x.detach())) is np.ndarray
 
 
 def test_to_device_is_differentiable():
