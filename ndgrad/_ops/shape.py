@@ -8,6 +8,8 @@ Ops that may copy (``reshape``, ``flatten``) are composites choosing a view when
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _backend
@@ -21,11 +23,15 @@ def size_arg(size) -> tuple:
     """``x.view(2, 3)`` and ``x.view((2, 3))`` alike: a tuple of ints."""
     if len(size) == 1 and not isinstance(size[0], (int, np.integer)):
         size = size[0]
-    return tuple(int(s) for s in size)
+    return tuple(map(int, size))
 
 
 def infer_size(shape, numel: int) -> tuple:
     shape = tuple(shape)
+    if -1 not in shape and (not shape or min(shape) >= 0):  # the common case, in C-level calls
+        if math.prod(shape) != numel:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        return shape
     neg = [i for i, s in enumerate(shape) if s == -1]
     if len(neg) > 1:
         raise RuntimeError("only one dimension can be inferred")
@@ -59,6 +65,8 @@ def dims_arg(dim, ndim: int):
 # --- view / expand ---
 def _view(x, size):
     shape = infer_size(size, x.size)
+    if x.flags.c_contiguous:  # reshaping a C-contiguous array never copies: the cheap method
+        return x.reshape(shape)
     try:
         return np.reshape(x, shape, copy=False)
     except ValueError:
