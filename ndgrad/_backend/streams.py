@@ -25,6 +25,7 @@ def _note(stream) -> None:
         if stream != device_type(stream.device).default_stream(stream.device):
             in_use[0] = True
 
+
 _local = threading.local()
 
 
