@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _backend
-from .._tensor import Tensor, grad_accumulator, refresh_view
+from .._tensor import Tensor, ViewInfo, grad_accumulator, refresh_view
 from ..autograd.graph import SECOND_BACKWARD_MSG, _seq, hooks_in_use, save_input, save_output
 from ..autograd.grad_mode import state as _gs
 
@@ -72,7 +72,11 @@ def signature(rec, env: dict):
 
 def public(rec, dispatch, scalar_saved):
     """The op's public function with an inlined fast path, or None when not eligible."""
-    if not _eligible(rec):
+    if _eligible(rec):
+        body = _plain_body
+    elif _view_eligible(rec):
+        body = _view_body
+    else:
         return None
     from .registry import _modes, _run, _unify_devices  # _modes: the list the dispatcher consults
 
@@ -81,8 +85,30 @@ def public(rec, dispatch, scalar_saved):
     env.update(_dispatch=dispatch, _modes=_modes, _Sc=scalar_saved, _unify=_unify_devices)
     sig, names = signature(rec, env)
     slow = f"return _dispatch(_rec, ({', '.join(names)},))"
+    L = [f"def {rec.name.replace('.', '_')}({', '.join(sig)}):"] + body(rec, env, slow)
+    L.append("    return t")
+    src = "\n".join(L) + "\n"
+    exec(src, env)  # noqa: S102 - generated from the op's schema
+    fn = env[rec.name.replace(".", "_")]
+    fn.__name__ = fn.__qualname__ = rec.name.split(".")[0]
+    fn.__doc__ = rec.schema
+    rec.extra["fast_src"] = src
+    # The same code as seen from below every mode (no mode check; its fallbacks run the general
+    # path below the modes), taking every argument positionally as a mode's ``run`` gets them:
+    # a mode that only observes (the profiler) calls this to time what runs unobserved.
+    direct = dict(env, _modes=(), _dispatch=_run)
+    _ENVS.append(direct)
+    pos = [p.name + (f"=_d{i}" if p.has_default else "") for i, p in enumerate(params)]
+    exec(f"def {rec.name.replace('.', '_')}({', '.join(pos)}):" + src[src.index("\n"):], direct)  # noqa: S102
+    rec.extra["direct"] = direct[rec.name.replace(".", "_")]
+    return fn
+
+
+def _plain_body(rec, env, slow):
+    """Checks, forward and node of an op with tensor (or weak scalar) arguments."""
+    params = rec.params
     scalar_ok = {i for i in rec.promote_pos} if rec.promote else set()
-    L = [f"def {rec.name.replace('.', '_')}({', '.join(sig)}):"]
+    L = []
     # First the commonest case in few bytecodes: every tensor argument a plain Tensor, no view,
     # the promoted ones of one dtype. Anything else takes the general checks below.
     tpos = rec.tensor_pos
@@ -136,63 +162,92 @@ def public(rec, dispatch, scalar_saved):
         # PROMOTE_FLOAT outputs are floating by construction; others may be integer (no grad).
         floaty = "" if rec.promote == 2 else " and out.dtype in _FLOATY"
         L += [f"    if ({rg}) and _gs.grad_enabled{floaty}:"]
-        for i in rec.diff_pos:
-            p = params[i].name
-            edge = (f"({p}._grad_fn, {p}._output_nr) if {p}._grad_fn is not None else "
-                    f"((_acc({p}), 0) if {p}._rg else None)")
-            if i in scalar_ok:
-                edge = f"({edge}) if tp{i} is _T else None"
-            L.append(f"        e{i} = {edge}")
-        L += ["        node = _new(_Node)", f"        node.next_edges = ({''.join(f'e{i}, ' for i in rec.diff_pos)})",
-              "        node.sequence_nr = _seq()", "        node._extra = None"]
-        args = []
-        for kind, pos in rec.arg_plan:
-            p = params[pos].name
-            if kind == "raw":
-                args.append(p)
-            elif kind == "shape":
-                args.append(f"(x{pos}.shape if tp{pos} is _T else ())" if pos in scalar_ok else f"x{pos}.shape")
-            elif kind == "device":
-                args.append(f"{p}.device" if pos not in scalar_ok else f"({p}.device if tp{pos} is _T else _cpu)")
-            else:
-                args.append(f"{p}.dtype" if pos not in scalar_ok else f"({p}.dtype if tp{pos} is _T else None)")
-        raw = [params[pos] for kind, pos in rec.arg_plan if kind == "raw"]
-        if raw and len(raw) == len(args) and all(p.has_default for p in raw):
-            # Arguments at their defaults (add's alpha=1) share one tuple: one allocation less.
-            env["_args_d"] = tuple(p.default for p in raw)
-            same = " and ".join(f"{p.name} is _d{params.index(p)}" for p in raw)
-            L.append(f"        node._args = _args_d if {same} else ({''.join(a + ', ' for a in args)})")
+        L += _node_lines(rec, scalar_ok, env, "        ")
+    return L
+
+
+def _view_eligible(rec) -> bool:
+    return (rec.kind == "view" and not rec.has_list and not rec.multi_out and rec.tensor_pos == (0,)
+            and rec.params[0].code == T_TENSOR)
+
+
+def _view_body(rec, env, slow):
+    """A single-output view of ``self``: the output shares ``self``'s version counter and
+    records how it was made (``ViewInfo``), as ``registry._run_view`` does."""
+    env.update(_VI=ViewInfo, _DEFAULT=ViewInfo.DEFAULT, _NO_GRAD=ViewInfo.NO_GRAD)
+    params = rec.params
+    p = params[0].name
+    rest = [q.name for q in params[1:]]
+    L = [f"    tp0 = type({p})",
+         f"    if _modes or tp0 is not _T and tp0 is not _P:", f"        {slow}",
+         f"    _vi = {p}._view",
+         "    if _vi is not None:", f"        _refresh({p})",
+         f"    x0 = {p}._data",
+         f"    out = _fwd(x0{''.join(', ' + n for n in rest)})",
+         f"    _vc = {p}._vc",
+         "    if _vc is None:", f"        _vc = {p}._vc = [0]",
+         "    t = _new(_T)", "    t._data = out", "    t._rg = False", "    t._grad_fn = None",
+         "    t._output_nr = 0", "    t._vc = _vc", "    t._meta = None",
+         f"    _st = (_rec, ({''.join(n + ', ' for n in rest)}), None)",
+         "    if _vi is None:", f"        _b, _ch, _cr = {p}, (_st,), _DEFAULT",
+         "    else:", "        _b, _ch, _cr = _vi.base, _vi.chain + (_st,), _vi.creation",
+         f"    if {p}._rg:",
+         "        if not _gs.grad_enabled:",  # a view of a tensor requiring grad made under no_grad
+         "            _cr = _NO_GRAD",
+         "            t._rg = out.dtype.kind in 'fc'"]
+    if rec.node_cls is not None:
+        L += ["        elif out.dtype.kind in 'fc':"] + _node_lines(rec, set(), env, "            ")
+    L.append("    t._view = _VI(_b, _ch, _vc[0], _cr)")
+    return L
+
+
+def _node_lines(rec, scalar_ok, env, ind):
+    """Lines creating the op's node for output ``t`` (array ``out``) from the inputs ``x<i>``
+    (``tp<i>`` their types where scalars are allowed), each line indented by ``ind``."""
+    params = rec.params
+    L = []
+    for i in rec.diff_pos:
+        p = params[i].name
+        edge = (f"({p}._grad_fn, {p}._output_nr) if {p}._grad_fn is not None else "
+                f"((_acc({p}), 0) if {p}._rg else None)")
+        if i in scalar_ok:
+            edge = f"({edge}) if tp{i} is _T else None"
+        L.append(ind + f"e{i} = {edge}")
+    L += [ind + "node = _new(_Node)", ind + f"node.next_edges = ({''.join(f'e{i}, ' for i in rec.diff_pos)})",
+          ind + "node.sequence_nr = _seq()", ind + "node._extra = None"]
+    args = []
+    for kind, pos in rec.arg_plan:
+        p = params[pos].name
+        if kind == "raw":
+            args.append(p)
+        elif kind == "shape":
+            args.append(f"(x{pos}.shape if tp{pos} is _T else ())" if pos in scalar_ok else f"x{pos}.shape")
+        elif kind == "device":
+            args.append(f"{p}.device" if pos not in scalar_ok else f"({p}.device if tp{pos} is _T else _cpu)")
         else:
-            L.append(f"        node._args = ({''.join(a + ', ' for a in args)})")
-        saved = []
-        for k, (kind, pos) in enumerate(rec.save_plan):
-            cond = " or ".join(f"e{rec.diff_pos[d]} is not None" for d in rec.save_need[k]) or "False"
-            if kind == "out":
-                val = "_so(t, 0)"
-            elif pos in scalar_ok:
-                val = f"(({_save_expr(params[pos].name)}) if tp{pos} is _T else _Sc({params[pos].name}))"
-            else:
-                val = _save_expr(params[pos].name)
-            saved.append(f"({val} if {cond} else None)")
-        L.append(f"        node._saved = ({''.join(v + ', ' for v in saved)})")
-        L += ["        node._in_meta = (out.shape, out.dtype, _cpu, None) if type(out) is _nd else _meta(out)",
-              "        t._grad_fn = node", "        t._rg = True"]
-    L.append("    return t")
-    src = "\n".join(L) + "\n"
-    exec(src, env)  # noqa: S102 - generated from the op's schema
-    fn = env[rec.name.replace(".", "_")]
-    fn.__name__ = fn.__qualname__ = rec.name.split(".")[0]
-    fn.__doc__ = rec.schema
-    rec.extra["fast_src"] = src
-    # The same code as seen from below every mode (no mode check; its fallbacks run the general
-    # path below the modes), taking every argument positionally as a mode's ``run`` gets them:
-    # a mode that only observes (the profiler) calls this to time what runs unobserved.
-    direct = dict(env, _modes=(), _dispatch=_run)
-    _ENVS.append(direct)
-    pos = [p.name + (f"=_d{i}" if p.has_default else "") for i, p in enumerate(params)]
-    exec(f"def {rec.name.replace('.', '_')}({', '.join(pos)}):" + src[src.index("\n"):], direct)  # noqa: S102
-    rec.extra["direct"] = direct[rec.name.replace(".", "_")]
-    return fn
+            args.append(f"{p}.dtype" if pos not in scalar_ok else f"({p}.dtype if tp{pos} is _T else None)")
+    raw = [params[pos] for kind, pos in rec.arg_plan if kind == "raw"]
+    if raw and len(raw) == len(args) and all(p.has_default for p in raw):
+        # Arguments at their defaults (add's alpha=1) share one tuple: one allocation less.
+        env["_args_d"] = tuple(p.default for p in raw)
+        same = " and ".join(f"{p.name} is _d{params.index(p)}" for p in raw)
+        L.append(ind + f"node._args = _args_d if {same} else ({''.join(a + ', ' for a in args)})")
+    else:
+        L.append(ind + f"node._args = ({''.join(a + ', ' for a in args)})")
+    saved = []
+    for k, (kind, pos) in enumerate(rec.save_plan):
+        cond = " or ".join(f"e{rec.diff_pos[d]} is not None" for d in rec.save_need[k]) or "False"
+        if kind == "out":
+            val = "_so(t, 0)"
+        elif pos in scalar_ok:
+            val = f"(({_save_expr(params[pos].name)}) if tp{pos} is _T else _Sc({params[pos].name}))"
+        else:
+            val = _save_expr(params[pos].name)
+        saved.append(f"({val} if {cond} else None)")
+    L.append(ind + f"node._saved = ({''.join(v + ', ' for v in saved)})")
+    L += [ind + "node._in_meta = (out.shape, out.dtype, _cpu, None) if type(out) is _nd else _meta(out)",
+          ind + "t._grad_fn = node", ind + "t._rg = True"]
+    return L
 
 
 def _save_expr(p: str) -> str:

@@ -818,6 +818,10 @@ def _run_inplace(rec, args):
         raise RuntimeError(
             f"output with shape {list(dst.shape)} doesn't match the broadcast shape {list(res.shape)}"
         )
+    if not dst.flags.writeable and any(s == 0 and n > 1 for s, n in zip(dst.strides, dst.shape)):
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers to a single "
+            "memory location. Please clone() the tensor before performing the operation.")
     recording = rg and grad_on and base_rec.node_cls is not None and dst.dtype.kind in "fc"
     if recording:
         orig = None

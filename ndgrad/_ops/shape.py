@@ -113,6 +113,8 @@ def _expand(x, size, implicit):
                 f"({x.shape[i]}) at non-singleton dimension {lead + i}.  Target sizes: {list(size)}.  "
                 f"Tensor sizes: {list(x.shape)}"
             )
+    if math.prod(shape) == x.size:  # only size-1 dims added or kept: a plain (writable) view
+        return x.reshape(shape)
     return np.broadcast_to(x, shape)
 
 

@@ -392,3 +392,19 @@ def test_view_base_of_leaf_and_detach(ref):
         return v._base is x, x.detach()._base is None, x.t()._base is x
 
     ref.same(f)
+
+
+
+def test_inplace_on_expanded_tensor(ref):
+    """An expand that broadcasts nothing is a writable view; one that does refuses in-place ops."""
+
+    def f(T):
+        x = T.zeros(2, 3, dtype=T.float64)
+        x.expand(2, 3).add_(1)
+        x[0].expand(1, 3).mul_(2)
+        return x
+
+    ref.same(f)
+    ref.raises(lambda T: T.zeros(2, 1).expand(2, 3).add_(1), RuntimeError,
+               "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+               "location. Please clone() the tensor before performing the operation.")
