@@ -73,6 +73,25 @@ def test_cross_entropy_probabilities(ref, reduction, weighted, ls):
     ref.same(f)
 
 
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("rows", ["far_apart", "inf", "nan"])
+def test_cross_entropy_rows_of_any_scale(ref, dtype, rows):
+    """Rows whose logits lie far apart (the global maximum no longer a safe shift for all rows),
+    or hold inf and nan, give PyTorch's losses and gradients."""
+    x = RNG.standard_normal((4, 5)) * 3
+    x[1] -= 500.0
+    x[2] += 80.0
+    if rows == "inf":
+        x[3, 1] = np.inf
+    elif rows == "nan":
+        x[0, 2] = np.nan
+    for reduction in ("none", "mean"):
+        for ls in (0.0, 0.2):
+            ref.same(lambda T_: _ce_case(T_, lambda m: m.nn.functional.cross_entropy, x, np.array([0, 4, 2, 1]),
+                                         None, reduction, ls, getattr(T_, dtype)), rtol=1e-5, atol=1e-6)
+
+
 def test_cross_entropy_double_backward(ref):
     def f(T_):
         x = T_.tensor(X, requires_grad=True)
