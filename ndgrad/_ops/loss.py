@@ -17,7 +17,7 @@ from .. import _backend
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _gs
 from .index import _tname
-from .reduce import sum_keep
+from .reduce import shifted_exp, sum_keep
 from .registry import OPS, defcomposite, defop
 from .samples import nc, sample
 
@@ -194,30 +194,9 @@ def _ce_terms(x, t, weight, ignore_index, ls):
     return cdim, key, ok, wt, wt1 + (ls / C) * W, wt1, wc
 
 
-_EXP_FLOOR = 1e-20  # see _shifted_exp
-
-
-def _shifted_exp(x, cdim):
-    """``(z, e, s)``: ``z`` is ``x`` less a shift constant along ``cdim``, ``e = exp(z)`` and ``s``
-    its sums over ``cdim`` (dim kept). The shift is the maximum of all of ``x`` where every row's
-    sum stays above ``_EXP_FLOOR``: one scalar subtraction instead of a row maximum and a
-    broadcast subtraction (a third of the loss's time). At that floor the entries that count in a
-    row are still normal float32 numbers, so nothing is lost; below it (rows of very different
-    scale, inf or nan) each row's own maximum is the shift, as usual."""
-    if x.dtype.char in "fd" and x.size:
-        z = x - x.max()
-        e = np.exp(z)
-        s = sum_keep(e, cdim)
-        if s.min() >= _EXP_FLOOR:
-            return z, e, s
-    z = x - x.max(cdim, keepdims=True)
-    e = np.exp(z)
-    return z, e, sum_keep(e, cdim)
-
-
 def _ce(x, t, reduction, ignore_index, label_smoothing, weight):
     cdim, key, ok, wt = _targets(x, t, weight, ignore_index)
-    z, _, s = _shifted_exp(x, cdim)
+    z, _, s = shifted_exp(x, cdim)
     lse = np.log(s)
     loss = np.squeeze(lse, cdim) - z[key]
     if wt is not None:
@@ -255,7 +234,7 @@ def _ce_scale(grad, t, ok, wt, reduction, cdim, dtype):
 
 def _ce_bwd(grad, x, t, reduction, ignore_index, label_smoothing, weight):
     cdim, key, ok, wt, a, wt1, wc = _ce_terms(x, t, weight, ignore_index, label_smoothing)
-    _, e, s = _shifted_exp(x, cdim)
+    _, e, s = shifted_exp(x, cdim)
     # scale * (a * softmax - wc - wt1 * one_hot): the per-position factors meet before the one
     # pass over the classes
     scale = _ce_scale(grad, t, ok, wt, reduction, cdim, x.dtype)
