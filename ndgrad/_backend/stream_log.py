@@ -32,10 +32,13 @@ _event_ids = itertools.count(1)
 
 class LogArray(np.ndarray):
     """A NumPy array on the ``streamlog`` device. Like CuPy's arrays it refuses host arrays as
-    operands (``TypeError``), so that the op table run on this device finds every place that
-    would hand a GPU op a host array; and NumPy functions return device arrays."""
+    operands (``TypeError``) and the ufunc methods CuPy lacks (``multiply.at``, ``reduceat``
+    other than add), so that the op table run on this device finds every place that would fail
+    on a GPU; and NumPy functions return device arrays."""
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "at" and ufunc not in _SCATTER_UFUNCS or method == "reduceat" and ufunc is not np.add:
+            raise NotImplementedError(f"`{ufunc.__name__}.{method}` is not supported yet")  # as CuPy
         args = [_host_view(x, ufunc) for x in inputs]
         if "out" in kwargs:
             kwargs["out"] = tuple(_host_view(x, ufunc) for x in kwargs["out"])
@@ -47,6 +50,10 @@ class LogArray(np.ndarray):
         args = _host_views(args, func)
         kwargs = {k: _host_views(v, func) for k, v in kwargs.items()}
         return _on_device(func(*args, **kwargs))
+
+
+# CuPy's ufunc.at exists only for the ufuncs with a scatter kernel; reduceat only for add.
+_SCATTER_UFUNCS = (np.add, np.maximum, np.minimum)
 
 
 def _host_view(x, fn):

@@ -169,6 +169,26 @@ def _src_values(src, index):
     return src.reshape(src.shape or (1,))[tuple(slice(0, n) for n in (index.shape or (1,)))]
 
 
+def _multiply_at(out, key, vals) -> None:
+    """``np.multiply.at(out, key, vals)`` on any array library (CuPy has no ``multiply.at``):
+    off NumPy, positions named more than once are multiplied in rounds, each round taking one
+    pending value per position. ``out`` is C-contiguous."""
+    if type(out) is np.ndarray:
+        np.multiply.at(out, key, vals)
+        return
+    xp = _backend.namespace_of(out)
+    keys = xp.broadcast_arrays(*key)
+    flat = xp.ravel_multi_index(tuple(k.reshape(-1) for k in keys), out.shape)
+    v = vals.reshape(-1)
+    o = out.reshape(-1)
+    while flat.size:
+        _, first = xp.unique(flat, return_index=True)
+        o[flat[first]] *= v[first]
+        rest = xp.ones(flat.size, bool)
+        rest[first] = False
+        flat, v = flat[rest], v[rest]
+
+
 def _scatter(x, dim, index, src, reduce=None):
     if not isinstance(src, (int, float, complex, np.generic)):  # a tensor's array (any device)
         if src.dtype != x.dtype:
@@ -182,8 +202,11 @@ def _scatter(x, dim, index, src, reduce=None):
     if reduce is None:
         out[key] = vals
     elif reduce in ("add", "multiply"):  # ufunc.at: duplicate indices accumulate
-        ufunc = np.add if reduce == "add" else np.multiply
-        ufunc.at(out, key, np.broadcast_to(vals, np.broadcast_shapes(*(k.shape for k in key))))
+        vals = np.broadcast_to(vals, np.broadcast_shapes(*(k.shape for k in key)))
+        if reduce == "add":
+            np.add.at(out, key, vals)
+        else:
+            _multiply_at(out, key, vals)
     else:
         raise RuntimeError("reduce argument must be either add or multiply.")
     return out.reshape(x.shape)
