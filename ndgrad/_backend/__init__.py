@@ -10,6 +10,7 @@ that one op definition serves every device.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 
 import numpy as np
@@ -87,6 +88,11 @@ class DeviceType:
     def default_stream(self, dev: Device):
         raise RuntimeError(f"device type {self.name} has no streams")
 
+    def linalg_errors(self):
+        """A context in which a failing factorization (singular, not positive-definite) raises
+        ``numpy.linalg.LinAlgError``, as NumPy always does (CuPy returns NaNs unless asked)."""
+        return _NO_CONTEXT
+
     def keep_alive(self, array, stream) -> None:
         """``Tensor.record_stream``: ``array``'s memory is not reused until the work queued on
         ``stream`` so far is done (its last reference is held until an event there completes)."""
@@ -102,6 +108,7 @@ class DeviceType:
         return p
 
 
+_NO_CONTEXT = contextlib.nullcontext()
 _cpu_type = DeviceType()
 _TYPES: dict = {"cpu": _cpu_type}
 _BY_ARRAY: dict = {}  # array type -> DeviceType, for every type but numpy.ndarray
@@ -162,6 +169,14 @@ def namespace_of(array):
         return np
     t = _BY_ARRAY.get(type(array))
     return np if t is None else t.xp
+
+
+def linalg_errors(array):
+    """``DeviceType.linalg_errors`` for ``array``'s device."""
+    if type(array) is np.ndarray:
+        return _NO_CONTEXT
+    t = _BY_ARRAY.get(type(array))
+    return _NO_CONTEXT if t is None else t.linalg_errors()
 
 
 def device_of(array) -> Device:

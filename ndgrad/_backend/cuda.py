@@ -153,6 +153,11 @@ class CudaType(DeviceType):
     def device_of(self, array) -> Device:
         return Device("cuda", array.device.id)
 
+    def linalg_errors(self):
+        import cupyx
+
+        return cupyx.errstate(linalg="raise")
+
     def from_host(self, array: np.ndarray, dev: Device):
         self.check(dev)
         _ = self.memory  # count allocations from the first array on

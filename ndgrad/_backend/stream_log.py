@@ -15,6 +15,7 @@ through, so every op of the table runs on it unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 
@@ -49,7 +50,34 @@ class LogArray(np.ndarray):
         # its result viewed back (NumPy's own helpers inside it may use host arrays freely).
         args = _host_views(args, func)
         kwargs = {k: _host_views(v, func) for k, v in kwargs.items()}
+        if func in _FACTORIZATIONS and not _linalg_raise[0]:
+            try:
+                return _on_device(func(*args, **kwargs))
+            except np.linalg.LinAlgError:  # as CuPy outside errstate(linalg="raise"): NaNs
+                return _on_device(_nan_result(func, *args))
         return _on_device(func(*args, **kwargs))
+
+
+# CuPy's factorizations report failure with NaNs unless cupyx.errstate(linalg="raise") is on.
+_FACTORIZATIONS = (np.linalg.cholesky, np.linalg.inv, np.linalg.solve)
+_linalg_raise = [False]
+
+
+def _nan_result(func, a, b=None):
+    if func is not np.linalg.solve:
+        return np.full(a.shape, np.nan, a.dtype)
+    shape = a.shape[:-1] if b.ndim == 1 else np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:]
+    return np.full(shape, np.nan, np.result_type(a, b))
+
+
+@contextlib.contextmanager
+def _raising_linalg():
+    was = _linalg_raise[0]
+    _linalg_raise[0] = True
+    try:
+        yield
+    finally:
+        _linalg_raise[0] = was
 
 
 # CuPy's ufunc.at exists only for the ufuncs with a scatter kernel; reduceat only for add.
@@ -184,6 +212,9 @@ class _LogDeviceType(DeviceType):
 
     def default_stream(self, dev: Device):
         return _default
+
+    def linalg_errors(self):
+        return _raising_linalg()
 
 
 register_device_type(_LogDeviceType())

@@ -457,7 +457,8 @@ def _inv(a):
     _check_square("linalg.inv", a)
     _check_float("linalg.inv", a)
     try:
-        return np.linalg.inv(a)
+        with _backend.linalg_errors(a):
+            return np.linalg.inv(a)
     except np.linalg.LinAlgError:
         for b, m in _each_matrix(a):
             k = _zero_pivot(m)
@@ -543,10 +544,11 @@ def _solve(a, b, left):
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
                            f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {rows}x{cols})")
     try:
-        if left:
-            x = np.linalg.solve(a, bm)
-        else:
-            x = np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(bm, -1, -2)), -1, -2)
+        with _backend.linalg_errors(a):
+            if left:
+                x = np.linalg.solve(a, bm)
+            else:
+                x = np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(bm, -1, -2)), -1, -2)
     except np.linalg.LinAlgError:
         raise LinAlgError("torch.linalg.solve: The solver failed because the input matrix is singular.") from None
     except ValueError as e:
@@ -599,12 +601,14 @@ def _cholesky(a, upper):
     _check_square("linalg.cholesky", a)
     _check_float("linalg.cholesky", a)
     try:
-        L = np.linalg.cholesky(a)  # reads the lower triangle, as PyTorch does
+        with _backend.linalg_errors(a):
+            L = np.linalg.cholesky(a)  # reads the lower triangle, as PyTorch does
     except np.linalg.LinAlgError:
         for b, m in _each_matrix(a):
             for k in range(1, m.shape[0] + 1):  # error path only: find the failing leading minor
                 try:
-                    np.linalg.cholesky(m[:k, :k])
+                    with _backend.linalg_errors(m):
+                        np.linalg.cholesky(m[:k, :k])
                 except np.linalg.LinAlgError:
                     raise LinAlgError(
                         f"linalg.cholesky: {_batch_prefix(a, b)}The factorization could not be completed "

@@ -76,3 +76,21 @@ def test_save_on_cpu_lowers_peak_device_memory():
 
     plain, offloaded = run(False), run(True)
     assert offloaded < 0.5 * plain
+
+
+@pytest.mark.parametrize("op,matrix,message", [
+    ("cholesky", [[1.0, 2.0], [2.0, 1.0]], "the leading minor of order 2 is not positive-definite"),
+    ("inv", [[1.0, 2.0], [2.0, 4.0]], "The diagonal element 2 is zero"),
+    ("solve", [[1.0, 2.0], [2.0, 4.0]], "the input matrix is singular"),
+])
+def test_failing_factorization_raises_on_device(device, op, matrix, message):
+    """CuPy reports a failed factorization with NaNs; ndgrad asks it to raise, so a device gives
+    the CPU's LinAlgError (the stream-log device returns NaNs unless asked, as CuPy does)."""
+    a = nd.tensor(matrix, device=device)
+    args = (a, nd.ones(2, device=device)) if op == "solve" else (a,)
+    with pytest.raises(nd.linalg.LinAlgError, match=message):
+        getattr(nd.linalg, op)(*args)
+    ok = nd.tensor([[2.0, 1.0], [1.0, 2.0]], device=device)
+    good = getattr(nd.linalg, op)(*((ok,) + args[1:]))
+    cpu = getattr(nd.linalg, op)(*((ok.cpu(),) + tuple(t.cpu() for t in args[1:])))
+    np.testing.assert_allclose(good.cpu().numpy(), cpu.numpy())
