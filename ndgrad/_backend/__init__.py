@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 
 import numpy as np
 
@@ -88,6 +89,15 @@ class DeviceType:
     def default_stream(self, dev: Device):
         raise RuntimeError(f"device type {self.name} has no streams")
 
+    def erf(self, array):
+        """The error function of ``array`` (NumPy has none): SciPy's, else ``math.erf`` per
+        element (exact but slow)."""
+        try:
+            from scipy.special import erf
+        except ImportError:
+            return namespace_of(array).asarray(_erf_py(array), dtype=array.dtype)
+        return erf(array).astype(array.dtype, copy=False)
+
     def linalg_errors(self):
         """A context in which a failing factorization (singular, not positive-definite) raises
         ``numpy.linalg.LinAlgError``, as NumPy always does (CuPy returns NaNs unless asked)."""
@@ -109,6 +119,7 @@ class DeviceType:
 
 
 _NO_CONTEXT = contextlib.nullcontext()
+_erf_py = np.frompyfunc(math.erf, 1, 1)
 _cpu_type = DeviceType()
 _TYPES: dict = {"cpu": _cpu_type}
 _BY_ARRAY: dict = {}  # array type -> DeviceType, for every type but numpy.ndarray
@@ -169,6 +180,12 @@ def namespace_of(array):
         return np
     t = _BY_ARRAY.get(type(array))
     return np if t is None else t.xp
+
+
+def erf(array):
+    """``DeviceType.erf`` for ``array``'s device."""
+    t = _cpu_type if type(array) is np.ndarray else _BY_ARRAY.get(type(array), _cpu_type)
+    return t.erf(array)
 
 
 def linalg_errors(array):

@@ -153,6 +153,11 @@ class CudaType(DeviceType):
     def device_of(self, array) -> Device:
         return Device("cuda", array.device.id)
 
+    def erf(self, array):
+        import cupyx.scipy.special
+
+        return cupyx.scipy.special.erf(array)
+
     def linalg_errors(self):
         import cupyx
 

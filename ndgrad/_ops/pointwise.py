@@ -26,15 +26,7 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-def _erf(x):
-    try:
-        from scipy.special import erf
-    except ImportError:  # NumPy has no erf; math.erf per element is exact but slow
-        return _backend.namespace_of(x).asarray(_erf_py(x), dtype=x.dtype)
-    return erf(x).astype(x.dtype, copy=False)
-
-
-_erf_py = np.frompyfunc(math.erf, 1, 1)
+_erf = _backend.erf  # NumPy has none: the array's library supplies it
 
 
 # --- arithmetic ---
