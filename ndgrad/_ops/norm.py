@@ -453,7 +453,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             masked = masked & ~full
         else:
             full = None
-        attn = attn.masked_fill(Tensor._make(masked, None, 0, None), float("-inf"))
+        # Added as a bias (0 or -inf), as PyTorch's math path does: a broadcast add whose
+        # backward passes the gradient through untouched, where masked_fill's masks it again.
+        xp = _backend.namespace_of(attn._data)
+        bias = xp.where(masked, xp.asarray(-np.inf, attn._data.dtype), xp.asarray(0, attn._data.dtype))
+        attn = attn + Tensor._make(bias, None, 0, None)
     p = attn.softmax(-1)
     if full is not None:
         p = p.masked_fill(Tensor._make(full, None, 0, None), 0.0)
