@@ -359,23 +359,19 @@ def _index_add(x, dim, index, source, alpha):
     return out.reshape(x.shape)
 
 
-_BINCOUNT_MAX = 1 << 22  # elements: bincount's float64 table costs twice a float32 gradient
-
-
 def _add_rows(out, idx, vals) -> None:
-    """``out[idx[k]] += vals[k]`` along axis 0, repeated indices accumulating. Real floats of a
-    moderate table (an embedding's gradient): one ``bincount`` over flat positions, 2-3x faster
-    than sorting and ``reduceat`` (whose per-segment loop is slow), and accumulated in float64.
-    Otherwise the rows sorted by index and summed per index in one ``reduceat`` (still much faster
-    than ``np.add.at`` for rows)."""
+    """``out[idx[k]] += vals[k]`` along axis 0, repeated indices accumulating. Floats into a
+    C-contiguous ``out``: one ``add.at`` over flat positions (NumPy's fast 1-d path, CuPy's
+    scatter-add; 5x a float64 ``bincount`` table, 2x sorting and ``reduceat``), accumulated in the
+    array's dtype as PyTorch's CPU kernel does. Otherwise the rows sorted by index and summed per
+    index in one ``reduceat`` (still much faster than ``np.add.at`` for rows)."""
     if not idx.size:
         return
-    if vals.dtype.kind == "f" and out.size <= _BINCOUNT_MAX:
+    if vals.dtype.kind == "f" and out.flags.c_contiguous:
         inner = math.prod(out.shape[1:])
         xp = _backend.namespace_of(vals)
         flat = (idx.reshape(-1, 1) * inner + xp.arange(inner)).reshape(-1)
-        sums = np.bincount(flat, weights=vals.reshape(-1), minlength=out.shape[0] * inner)
-        out += sums.reshape(out.shape).astype(out.dtype, copy=False)
+        np.add.at(out.reshape(-1), flat, vals.reshape(-1))
         return
     order = np.argsort(idx, kind="stable")
     sidx = idx[order]
