@@ -172,3 +172,32 @@ def test_max_pool_ties_and_nan_pick_what_torch_picks(ref, k, nan):
         return vals, idx, t.grad
 
     ref.same(f)
+
+
+@pytest.mark.parametrize("case", [
+    (4, 6, 5, (7, 6), (3, 3), (1, 1), (1, 1)), (3, 5, 4, (9,), (3,), (2,), (2,)),
+    (2, 7, 3, (5, 6), (2, 3), (0, 2), (1, 2)), (2, 6, 8, (4, 4, 3), (3, 2, 2), (1, 0, 1), (1, 1, 1)),
+    (2, 1, 16, (28, 28), (3, 3), (1, 1), (1, 1))])
+def test_batch_last_layout_matches_window_layout(monkeypatch, case):
+    """Both im2col layouts (conv.py picks one by cost) give the same convolution and gradients."""
+    from ndgrad._ops import conv
+
+    N, cin, cout, L, K, pad, dil = case
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((N, cin) + L), rng.standard_normal((cout, cin) + K)
+    one = (1,) * len(L)
+
+    def run():
+        y = conv._conv_fwd(x, w, one, pad, dil, 1)
+        g = np.cos(y)
+        return (y, conv._conv_input_grad(g, w, list(L), one, pad, dil, 1),
+                conv._conv_weight_grad(g, x, w.shape, one, pad, dil, 1))
+
+    for choice in (True, False):
+        monkeypatch.setattr(conv, "_batch_last_pays", lambda *a, c=choice: c)
+        got = run()
+        if choice:
+            first = got
+            assert all(a.flags.c_contiguous for a in got)
+    for a, b in zip(first, got):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
