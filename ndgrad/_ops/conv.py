@@ -1,7 +1,8 @@
 """Convolution, pooling and interpolation ops (``nn.functional``).
 
 Convolution is one primitive, ``convolution`` (PyTorch's, with its ``transposed`` flag), whose
-forward contracts strided windows of the padded input with the weight in one ``einsum``. Its
+forward contracts strided windows of the padded input with the weight: im2col and a matmul (in
+the batch-last layout where that is cheaper), or one ``einsum`` for grouped convolutions. Its
 gradients are two helper ops, ``_conv_backward_input`` (a transposed convolution) and
 ``_conv_backward_weight`` (a correlation of input and grad); the three are bilinear and their
 formulas call each other, so any order of derivative works. Pooling and interpolation keep
