@@ -1,10 +1,12 @@
 """Tensor factories (``tensor``, ``zeros``, ``randn``, ``*_like``, ...) and the global RNG.
 
-Factories create leaves: they go straight to ``Tensor._make`` and record nothing.
+Factories create leaves: they go straight to ``Tensor._make`` and record nothing. While a
+profiler records, each is an event (``observer``), as PyTorch's ``aten::zeros`` and the like.
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -346,6 +348,26 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
                    device=input.device if device is None else device)
 
 
+# --- the profiler's view ---
+observer = None  # set while a profiler records: observer(name, fn, args, kwargs) runs fn as an event
+
+
+def _observable(name, fn):
+    """``fn`` as an event named ``aten::<name>`` while a profiler records (one check otherwise)."""
+    def factory(*args, **kwargs):
+        if observer is None:
+            return fn(*args, **kwargs)
+        return observer(name, fn, args, kwargs)
+
+    functools.update_wrapper(factory, fn)
+    return factory
+
+
+for _name in ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "rand", "randn", "randint",
+              "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"):
+    globals()[_name] = _observable(_name, globals()[_name])
+
+
 # --- Tensor.new_* ---
 def _new_factory(fn):
     def new(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
@@ -355,9 +377,9 @@ def _new_factory(fn):
     return new
 
 
-Tensor.new_zeros = _new_factory(zeros)
-Tensor.new_ones = _new_factory(ones)
-Tensor.new_empty = _new_factory(empty)
+Tensor.new_zeros = _observable("new_zeros", _new_factory(zeros))
+Tensor.new_ones = _observable("new_ones", _new_factory(ones))
+Tensor.new_empty = _observable("new_empty", _new_factory(empty))
 
 
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
@@ -369,5 +391,5 @@ def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, lay
     return tensor(data, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
 
 
-Tensor.new_full = _new_full
+Tensor.new_full = _observable("new_full", _new_full)
 Tensor.new_tensor = _new_tensor

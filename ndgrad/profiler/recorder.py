@@ -4,7 +4,7 @@ backward node, and ``record_function`` ranges; then the events built from what t
 While recording, each hook appends one tuple to a list (no per-op dict, no event object); events,
 nesting and self times are built once, when the recording stops. When no recording is active
 nothing here runs: ops pay the dispatcher's empty-mode-stack check, the engine its
-``node_observer is None`` check once per backward.
+``node_observer is None`` check once per backward, tensor factories their ``observer`` check.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 import tracemalloc
 import traceback
 
-from .. import _backend
+from .. import _backend, _factories
 from .._ops import registry
 from .._tensor import Tensor
 from ..autograd import engine
@@ -96,6 +96,15 @@ class _OpMode:
         return out
 
 
+    def factory(self, name, fn, args, kwargs):
+        """A tensor factory (``_factories.observer``) as an event without a node."""
+        t0 = _now()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.append((name, t0, _now(), _ident(), -1))
+
+
 class _DetailedOpMode:
     """Times every op and records what was asked: input shapes, memory, Python stack."""
 
@@ -128,6 +137,21 @@ class _DetailedOpMode:
                 self.timeline.append((t1, m1))
             self.append((rec.name, t0, t1, _ident(), _seq_of(out), shapes, m1 - m0, frames, marks))
         return out
+
+
+    def factory(self, name, fn, args, kwargs):
+        shapes = _input_shapes(args) if self.shapes else None
+        frames = _python_stack() if self.stack else None
+        m0 = _traced()[0] if self.memory else 0
+        t0 = _now()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            t1 = _now()
+            m1 = _traced()[0] if self.memory else 0
+            if self.memory:
+                self.timeline.append((t1, m1))
+            self.append((name, t0, t1, _ident(), -1, shapes, m1 - m0, frames, None))
 
 
 def _op_stream(args):
@@ -215,7 +239,7 @@ class Recording:
         self.timeline: list = []  # (time ns, traced bytes) after each op, when profiling memory
         self.t0 = 0
         self._started_tracing = False
-        self._prev_observer = None
+        self._prev_observer = self._prev_factory_observer = None
         self._mode = None
         self._events: EventList | None = None
 
@@ -234,6 +258,8 @@ class Recording:
                       if detailed else _OpMode(self.ops))
         self._prev_observer = engine.node_observer
         engine.node_observer = self._observe_detailed if detailed else self._observe
+        self._prev_factory_observer = _factories.observer
+        _factories.observer = self._mode.factory
         self.t0 = _now()
         registry.push_mode(self._mode)
 
@@ -242,6 +268,7 @@ class Recording:
         if self._mode in modes:  # another mode pushed later may still sit above ours
             modes.remove(self._mode)
         engine.node_observer = self._prev_observer
+        _factories.observer = self._prev_factory_observer
         if self._started_tracing:
             tracemalloc.stop()
             self._started_tracing = False
