@@ -18,7 +18,7 @@ from .optimizer import Optimizer
 __all__ = [
     "LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
     "LinearLR", "ExponentialLR", "SequentialLR", "CosineAnnealingLR", "ChainedScheduler",
-    "OneCycleLR",
+    "OneCycleLR", "CyclicLR", "ReduceLROnPlateau",
 ]
 
 EPOCH_DEPRECATION_WARNING = (
@@ -501,23 +501,7 @@ class OneCycleLR(LRScheduler):
                 group["max_lr"] = m
                 group["min_lr"] = group["initial_lr"] / final_div_factor
 
-        self.cycle_momentum = cycle_momentum
-        if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError(
-                    "optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
-                )
-            self.use_beta1 = "betas" in optimizer.defaults
-            maxs = _format_param("max_momentum", optimizer, max_momentum)
-            bases = _format_param("base_momentum", optimizer, base_momentum)
-            if last_epoch == -1:
-                for mx, bs, group in zip(maxs, bases, optimizer.param_groups, strict=True):
-                    if self.use_beta1:
-                        group["betas"] = (mx, *group["betas"][1:])
-                    else:
-                        group["momentum"] = mx
-                    group["max_momentum"] = mx
-                    group["base_momentum"] = bs
+        _cycle_momentum_setup(self, cycle_momentum, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
 
     @staticmethod
@@ -557,13 +541,211 @@ class OneCycleLR(LRScheduler):
                 start = end
             lrs.append(lr)
             if self.cycle_momentum:
-                if self.use_beta1:
-                    group["betas"] = (mom, *group["betas"][1:])
-                else:
-                    group["momentum"] = mom
+                _set_momentum(self, group, mom)
         return lrs
 
 
 def _phase(end_step, start_lr, end_lr, start_momentum, end_momentum) -> dict:
     return {"end_step": end_step, "start_lr": start_lr, "end_lr": end_lr,
             "start_momentum": start_momentum, "end_momentum": end_momentum}
+
+
+def _cycle_momentum_setup(sched, cycle_momentum, base_momentum, max_momentum, last_epoch):
+    """OneCycleLR's and CyclicLR's momentum (or Adam's beta1) bounds per group, as lists
+    ``(bases, maxs)`` (None without ``cycle_momentum``); a fresh schedule starts the momentum at
+    its maximum."""
+    opt = sched.optimizer
+    sched.cycle_momentum = cycle_momentum
+    if not cycle_momentum:
+        return None, None
+    if "momentum" not in opt.defaults and "betas" not in opt.defaults:
+        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+    sched.use_beta1 = "betas" in opt.defaults
+    bases = _format_param("base_momentum", opt, base_momentum)
+    maxs = _format_param("max_momentum", opt, max_momentum)
+    if last_epoch == -1:
+        for mx, bs, group in zip(maxs, bases, opt.param_groups, strict=True):
+            _set_momentum(sched, group, mx)
+            group["max_momentum"] = mx
+            group["base_momentum"] = bs
+    return bases, maxs
+
+
+def _set_momentum(sched, group: dict, value) -> None:
+    if sched.use_beta1:
+        group["betas"] = (value, *group["betas"][1:])
+    else:
+        group["momentum"] = value
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rates (Smith, 2017): each group's lr runs from ``base_lr`` up to
+    ``max_lr`` over ``step_size_up`` steps and back over ``step_size_down``, the amplitude scaled
+    per cycle (``triangular``: 1, ``triangular2``: halved each cycle) or per step
+    (``exp_range``: ``gamma**step``), or by ``scale_fn``. Step it after every batch. With
+    ``cycle_momentum`` the momentum (or Adam's beta1) moves inversely, between
+    ``max_momentum`` and ``base_momentum``."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
+                 mode="triangular", gamma=1.0, scale_fn=None, scale_mode="cycle",
+                 cycle_momentum=True, base_momentum=0.8, max_momentum=0.9, last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        base_lrs = _format_param("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups, strict=True):
+                _set_group_value(group, "lr", lr)
+        self.max_lrs = _format_param("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode
+        self._init_scale_fn()
+        bases, maxs = _cycle_momentum_setup(self, cycle_momentum, base_momentum, max_momentum, last_epoch)
+        if cycle_momentum:
+            self.base_momentums, self.max_momentums = bases, maxs
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _init_scale_fn(self) -> None:
+        # the built-in modes fix what the scale is a function of (a custom scale_fn keeps scale_mode)
+        if self._scale_fn_custom is None:
+            self.scale_mode = "iterations" if self.mode == "exp_range" else "cycle"
+
+    def scale_fn(self, x) -> float:
+        """The amplitude factor at cycle (or step) ``x``."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self) -> list:
+        self._warn_get_lr()
+        t = self.last_epoch / self.total_size
+        cycle = math.floor(1 + t)
+        x = 1.0 + t - cycle  # position within the cycle, in [0, 1)
+        rise = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [lo + (hi - lo) * rise * scale for lo, hi in zip(self.base_lrs, self.max_lrs, strict=True)]
+        if self.cycle_momentum:
+            for group, lo, hi in zip(self.optimizer.param_groups, self.base_momentums,
+                                     self.max_momentums, strict=True):
+                _set_momentum(self, group, hi - (hi - lo) * rise * scale)
+        return lrs
+
+    def state_dict(self) -> dict:
+        """As LRScheduler's; a custom ``scale_fn`` is kept only as a callable object's
+        attributes (a function or lambda is not saved)."""
+        state = super().state_dict()
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = (None if fn is None or isinstance(fn, types.FunctionType)
+                                     else fn.__dict__.copy())
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        fn = state_dict.pop("_scale_fn_custom")  # NOTE(pytorch): taken out of the caller's dict
+        super().load_state_dict(state_dict)
+        if fn is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+        self._init_scale_fn()
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiply each group's lr by ``factor`` once a metric has stopped improving for more than
+    ``patience`` steps (``step(metric)``, typically once per epoch with the validation loss).
+    Improvement means beating the best value so far by ``threshold`` (relative or absolute);
+    after a reduction, ``cooldown`` steps pass before bad steps count again; lrs never go
+    below ``min_lr`` and changes smaller than ``eps`` are skipped."""
+
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
+                 threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.factor = factor
+        self.optimizer = optimizer
+        n = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != n:
+                raise ValueError(f"expected {n} min_lrs, got {len(min_lr)}")
+            self.default_min_lr, self.min_lrs = None, list(min_lr)
+        else:
+            self.default_min_lr, self.min_lrs = min_lr, [min_lr] * n
+        self.patience, self.cooldown, self.eps = patience, cooldown, eps
+        self.last_epoch = 0
+        self._last_lr = _group_values(optimizer, "lr")
+        self._init_is_better(mode, threshold, threshold_mode)
+        self._reset()
+
+    def _init_is_better(self, mode, threshold, threshold_mode) -> None:
+        if mode not in ("min", "max"):
+            raise ValueError("mode " + mode + " is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError("threshold mode " + threshold_mode + " is unknown!")
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+
+    def _reset(self) -> None:
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def _is_better(self, a, best) -> bool:
+        """Whether ``a`` beats ``best`` by the threshold (for 'max', mirrored)."""
+        sign = 1.0 if self.mode == "min" else -1.0
+        if self.threshold_mode == "rel":
+            bar = best * (1.0 - sign * self.threshold)
+        else:
+            bar = best - sign * self.threshold
+        return a < bar if self.mode == "min" else a > bar
+
+    def step(self, metrics, epoch=None) -> None:
+        current = float(metrics)  # a 0-d tensor too
+        if epoch is not None:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self._is_better(current, self.best):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:  # bad steps in the cooldown do not count
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            self._reduce_lr()
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = _group_values(self.optimizer, "lr")
+
+    def _reduce_lr(self) -> None:
+        groups = self.optimizer.param_groups
+        if len(groups) != len(self.min_lrs):
+            if self.default_min_lr is None:
+                raise RuntimeError(
+                    f"The number of param groups in the `optimizer` ({len(groups)}) differs from when "
+                    f"`ReduceLROnPlateau` was initialized ({len(self.min_lrs)}), usually due to a new "
+                    "param group being added to the optimizer. Please modify the `min_lrs` field to "
+                    "match the length of the `optimizer` param groups.")
+            self.min_lrs = [self.default_min_lr] * len(groups)
+        for group, floor in zip(groups, self.min_lrs, strict=True):
+            old = float(group["lr"])
+            new = max(old * self.factor, floor)
+            if old - new > self.eps:
+                _set_group_value(group, "lr", new)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.__dict__.update(state_dict)
+        self._init_is_better(self.mode, self.threshold, self.threshold_mode)

@@ -13,6 +13,10 @@ def _lam(epoch):
     return 0.95**epoch
 
 
+def _half_power(x):
+    return 0.5**x
+
+
 SCHEDS = {
     "StepLR": lambda S, o: S.StepLR(o, step_size=4),
     "StepLR-gamma": lambda S, o: S.StepLR(o, step_size=3, gamma=0.5),
@@ -41,6 +45,13 @@ SCHEDS = {
             S.StepLR(o, step_size=4)], milestones=[6, 15]),
     "Chained": lambda S, o: S.ChainedScheduler(
         [S.ExponentialLR(o, gamma=0.95), S.StepLR(o, step_size=5, gamma=0.5)]),
+    "Cyclic-tri": lambda S, o: S.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=4),
+    "Cyclic-tri2": lambda S, o: S.CyclicLR(o, base_lr=[0.01, 0.02], max_lr=[0.1, 0.05], step_size_up=3,
+                                           step_size_down=5, mode="triangular2", base_momentum=[0.7, 0.8]),
+    "Cyclic-exp": lambda S, o: S.CyclicLR(o, 0.01, 0.1, step_size_up=5, mode="exp_range", gamma=0.9,
+                                          cycle_momentum=False),
+    "Cyclic-fn": lambda S, o: S.CyclicLR(o, 0.01, 0.1, step_size_up=2, scale_fn=_half_power,
+                                         scale_mode="iterations"),
 }
 
 
@@ -70,12 +81,13 @@ def test_lr_sequence_matches_torch(ref, key):
     ref.same(lambda T: _sequence(T, key), rtol=1e-13, atol=1e-15)
 
 
-@pytest.mark.parametrize("key", ["OneCycle-cos", "OneCycle-3phase", "Cosine"])
+@pytest.mark.parametrize("key", ["OneCycle-cos", "OneCycle-3phase", "Cosine", "Cyclic-tri2"])
 def test_with_adam_betas(ref, key):
     ref.same(lambda T: _sequence(T, key, "adam"), rtol=1e-13, atol=1e-15)
 
 
-@pytest.mark.parametrize("key", ["StepLR", "Cosine", "OneCycle-cos", "LinearLR", "Sequential"])
+@pytest.mark.parametrize("key", ["StepLR", "Cosine", "OneCycle-cos", "LinearLR", "Sequential", "Cyclic-tri2",
+                                 "Cyclic-fn"])
 def test_state_dict_round_trip(ref, key):
     def scenario(T):
         S = T.optim.lr_scheduler
@@ -157,6 +169,14 @@ ERRORS = [
     (lambda T, S, o: _overstep(S.OneCycleLR(o, max_lr=1.0, total_steps=2), 3), ValueError),
     (lambda T, S, o: S.SequentialLR(o, [], milestones=[]), ValueError),
     (lambda T, S, o: S.SequentialLR(o, [S.StepLR(o, 2)], milestones=[3]), ValueError),
+    (lambda T, S, o: S.CyclicLR(o, 0.01, 0.1, mode="sine"), ValueError),
+    (lambda T, S, o: S.CyclicLR(o, [0.01], 0.1), ValueError),
+    (lambda T, S, o: S.CyclicLR(T.optim.Adagrad([T.zeros(1, requires_grad=True)]), 0.01, 0.1), ValueError),
+    (lambda T, S, o: S.ReduceLROnPlateau(o, factor=1.0), ValueError),
+    (lambda T, S, o: S.ReduceLROnPlateau(o, mode="up"), ValueError),
+    (lambda T, S, o: S.ReduceLROnPlateau(o, threshold_mode="pct"), ValueError),
+    (lambda T, S, o: S.ReduceLROnPlateau(o, min_lr=[0.0]), ValueError),
+    (lambda T, S, o: S.ReduceLROnPlateau(object()), TypeError),
 ]
 
 
@@ -165,3 +185,57 @@ def test_errors_match_torch(ref, fn, exc):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ref.raises(lambda T: fn(T, T.optim.lr_scheduler, _opt(T, "sgd")), exc)
+
+
+METRICS = [1.0, 0.9, 0.9, 0.95, 0.9, 0.91, 0.92, 0.5, 0.5, 0.49995, 0.6, 0.7, 0.8, 0.8, 0.3, 0.3, 0.31,
+           0.32, 0.33, 0.34, 0.35, 0.36]
+
+
+@pytest.mark.parametrize("kw", [
+    {}, {"patience": 1}, {"patience": 2, "cooldown": 2, "factor": 0.5},
+    {"mode": "max", "patience": 1, "threshold": 0.05}, {"threshold_mode": "abs", "threshold": 0.02, "patience": 0},
+    {"mode": "max", "threshold_mode": "abs", "patience": 1, "min_lr": [0.05, 0.001]},
+    {"patience": 0, "factor": 0.1, "min_lr": 0.0095, "eps": 1e-3},
+])
+def test_reduce_lr_on_plateau_matches_torch(ref, kw):
+    def scenario(T):
+        opt = _opt(T, "sgd")
+        s = T.optim.lr_scheduler.ReduceLROnPlateau(opt, **kw)
+        out = [s.get_last_lr()]
+        for m in METRICS:
+            opt.step()
+            s.step(T.tensor(m) if m > 0.8 else m)  # a 0-d tensor or a number
+            out.append((s.get_last_lr(), s.num_bad_epochs, s.cooldown_counter, s.best, s.last_epoch))
+        return out
+
+    ref.same(scenario, rtol=1e-13)
+
+
+def test_reduce_lr_on_plateau_state_and_new_group(ref):
+    def scenario(T):
+        S = T.optim.lr_scheduler
+        opt = _opt(T, "sgd")
+        s = S.ReduceLROnPlateau(opt, patience=1, mode="max")
+        for m in (1.0, 0.5, 0.4):
+            s.step(m)
+        sd = s.state_dict()
+        s2 = S.ReduceLROnPlateau(_opt(T, "sgd"))
+        s2.load_state_dict(sd)
+        opt.add_param_group({"params": [T.zeros(1, requires_grad=True)], "lr": 0.5})
+        for m in (0.3, 0.2):
+            s.step(m)
+        return sorted(sd), s2.mode, s2.mode_worse, s2.best, s.get_last_lr()
+
+    ref.same(scenario)
+    ref.raises(lambda T: _plateau_new_group(T), RuntimeError,
+               "The number of param groups in the `optimizer` (3) differs from when `ReduceLROnPlateau` was "
+               "initialized (2), usually due to a new param group being added to the optimizer. Please modify "
+               "the `min_lrs` field to match the length of the `optimizer` param groups.")
+
+
+def _plateau_new_group(T):
+    opt = _opt(T, "sgd")
+    s = T.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0, min_lr=[0.0, 0.0])
+    opt.add_param_group({"params": [T.zeros(1, requires_grad=True)]})
+    s.step(1.0)
+    s.step(2.0)
