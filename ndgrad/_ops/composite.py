@@ -342,6 +342,174 @@ Tensor.__getitem__ = getitem
 Tensor.__setitem__ = setitem
 
 
+# --- functions torch spells out that are compositions of primitives ---
+def square(input):
+    return input.pow(2)  # as torch: a PowBackward0 node
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 * tensor2``."""
+    prod = tensor1 * tensor2
+    return input + (prod if value == 1 else prod * value)
+
+
+def _check_addcdiv(tensor1, tensor2) -> None:
+    if not (tensor1.is_floating_point() or tensor1.is_complex()) and not (
+            tensor2.is_floating_point() or tensor2.is_complex()):
+        raise RuntimeError(
+            "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will "
+            "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
+            "implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer "
+            "inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
+            "behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 / tensor2`` (floating tensors only, as PyTorch now requires)."""
+    _check_addcdiv(tensor1, tensor2)
+    q = tensor1 / tensor2
+    return input + (q if value == 1 else q * value)
+
+
+def _addcmul_(self, tensor1, tensor2, *, value=1):
+    return self.add_(tensor1 * tensor2, alpha=value)
+
+
+def _addcdiv_(self, tensor1, tensor2, *, value=1):
+    _check_addcdiv(tensor1, tensor2)
+    return self.add_(tensor1 / tensor2, alpha=value)
+
+
+Tensor.addcmul_ = _addcmul_
+Tensor.addcdiv_ = _addcdiv_
+
+
+def deg2rad(input):
+    return input * (np.pi / 180.0)
+
+
+def rad2deg(input):
+    return input * (180.0 / np.pi)
+
+
+def sgn(input):
+    return input.sign()  # real tensors; complex sgn (z / |z|) is not supported
+
+
+def diag(input, diagonal=0):
+    """A 1-D input's values on a matrix diagonal; a matrix's diagonal as a new 1-D tensor."""
+    if input.dim() == 1:
+        return input.diag_embed(diagonal)
+    if input.dim() != 2:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.dim()}D")
+    return input.diagonal(diagonal).clone()
+
+
+def trace(input):
+    if input.dim() != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.dim()}")
+    return input.diagonal().sum()
+
+
+def swapaxes(input, axis0, axis1):
+    return input.transpose(axis0, axis1)
+
+
+def swapdims(input, dim0, dim1):
+    return input.transpose(dim0, dim1)
+
+
+def broadcast_to(input, size):
+    return input.expand(size)
+
+
+def take_along_dim(input, indices, dim=None):
+    """``gather`` with broadcasting of ``input`` and ``indices`` outside ``dim`` (both flattened
+    when ``dim`` is None)."""
+    if dim is None:
+        return input.reshape(-1).gather(0, indices.reshape(-1))
+    d = dim % max(input.dim(), 1)
+    shape_i, shape_x = list(indices.shape), list(input.shape)
+    shape_i[d] = shape_x[d] = 1
+    common = list(np.broadcast_shapes(tuple(shape_i), tuple(shape_x)))
+    ix, xx = list(common), list(common)
+    ix[d], xx[d] = indices.shape[d], input.shape[d]
+    return input.expand(xx).gather(d, indices.expand(ix))
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Each element (or slice along ``dim``) repeated ``repeats`` times; with only an integer
+    tensor ``repeats``, the indices 0, 1, ... repeated by its counts."""
+    if repeats is None:  # torch.repeat_interleave(repeats)
+        counts = input._data
+        return Tensor._make(np.repeat(_backend.namespace_of(counts).arange(counts.shape[0]), counts.tolist()
+                                      if type(counts) is not np.ndarray else counts), None, 0, None)
+    if dim is None:
+        input, dim = input.reshape(-1), 0
+    d = dim % max(input.dim(), 1)
+    n = input.shape[d]
+    if isinstance(repeats, Tensor):
+        counts = repeats._data.reshape(-1)
+        if counts.shape[0] not in (1, n):
+            raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
+                               f"{counts.shape[0]} and input.size(0) = {n}")
+        counts = _backend.to_device(counts, _backend.cpu)
+    else:
+        counts = int(repeats)
+    idx = np.repeat(np.arange(n), counts)
+    return input.index_select(d, Tensor._make(_backend.to_device(idx, input.device), None, 0, None))
+
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim`` (after joining ``prepend`` and ``append``)."""
+    if prepend is not None or append is not None:
+        parts = [t if t.dim() else t.expand(tuple(input.shape[:-1]) + (1,)) for t in (prepend, input, append)
+                 if t is not None]
+        input = _call("cat")(parts, dim)
+    for _ in range(n):
+        m = input.shape[dim]
+        input = input.narrow(dim, 1, max(m - 1, 0)) - input.narrow(dim, 0, max(m - 1, 0))
+    return input
+
+
+def floor_divide(input, other):
+    return _call("div.Tensor_mode")(input, other, rounding_mode="floor")
+
+
+def _r(rng, *s):
+    return rng.standard_normal(s)
+
+
+for _fn, _samples in (
+    (square, lambda rng: [sample("2d", _r(rng, 3, 4)), sample("0d", _r(rng)), sample("int", np.arange(4))]),
+    (addcmul, lambda rng: [sample("bcast", _r(rng, 3, 4), _r(rng, 4), _r(rng, 3, 1)),
+                           sample("value", nc(_r(rng, 3, 4)), _r(rng, 3, 4), _r(rng, 3, 4), value=-0.5)]),
+    (addcdiv, lambda rng: [sample("bcast", _r(rng, 3, 4), _r(rng, 4), rng.uniform(1, 2, (3, 1))),
+                           sample("value", _r(rng, 3, 4), _r(rng, 3, 4), rng.uniform(1, 2, (3, 4)), value=2.0)]),
+    (deg2rad, lambda rng: [sample("2d", _r(rng, 3, 4))]),
+    (rad2deg, lambda rng: [sample("2d", nc(_r(rng, 3, 4)))]),
+    (sgn, lambda rng: [sample("2d", _r(rng, 3, 4), no_grad=(0,))]),  # torch's grad: a ZeroTensor
+    (diag, lambda rng: [sample("vec", _r(rng, 3)), sample("vec_off", _r(rng, 3), -1),
+                        sample("mat", _r(rng, 3, 4)), sample("mat_off_nc", nc(_r(rng, 3, 4)), 1)]),
+    (trace, lambda rng: [sample("sq", _r(rng, 3, 3)), sample("rect", _r(rng, 2, 4))]),
+    (swapaxes, lambda rng: [sample("3d", _r(rng, 2, 3, 4), 0, -1)]),
+    (swapdims, lambda rng: [sample("3d", _r(rng, 2, 3, 4), 1, 2)]),
+    (broadcast_to, lambda rng: [sample("rows", _r(rng, 1, 4), (3, 4)), sample("new", _r(rng, 4), (2, 4))]),
+    (take_along_dim, lambda rng: [
+        sample("dim1", _r(rng, 3, 4), np.array([[0, 3], [1, 1], [2, 0]]), 1),
+        sample("bcast", _r(rng, 3, 4), np.array([[0, 2, 1, 0]]), 0),
+        sample("flat", _r(rng, 3, 4), np.array([11, 0, 5]))]),
+    (repeat_interleave, lambda rng: [sample("int", _r(rng, 2, 3), 2),
+                                     sample("dim_tensor", _r(rng, 3, 2), np.array([1, 0, 2]), 0),
+                                     sample("neg_dim", nc(_r(rng, 2, 3)), 3, -1)]),
+    (diff, lambda rng: [sample("1", _r(rng, 3, 5)), sample("n2_dim0", _r(rng, 4, 3), 2, 0),
+                        sample("pre_app", _r(rng, 3, 4), 1, -1, _r(rng, 3, 2), _r(rng, 3, 1))]),
+    (floor_divide, lambda rng: [sample("int", np.arange(-3, 9).reshape(3, 4), np.array([2, -3, 4, 5])),
+                                sample("float_scalar", np.arange(-3, 9).reshape(3, 4) + 0.5, 2, no_grad=(0,))]),
+):
+    defcomposite(_fn, samples=_samples)
+
+
 # --- Python operators ---
 _rsub_scalar = _call("rsub.Scalar")
 _pow = _call("pow")
