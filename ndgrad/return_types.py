@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 
-__all__ = ["max", "min"]
+__all__ = ["max", "min", "sort", "topk"]
 
 
 def _structseq(name: str, fields: tuple):
@@ -25,3 +25,5 @@ def _structseq(name: str, fields: tuple):
 
 max = _structseq("max", ("values", "indices"))  # noqa: A001
 min = _structseq("min", ("values", "indices"))  # noqa: A001
+sort = _structseq("sort", ("values", "indices"))
+topk = _structseq("topk", ("values", "indices"))
