@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 
-__all__ = ["max", "min", "sort", "topk"]
+__all__ = ["max", "min", "sort", "topk", "kthvalue", "median", "nanmedian", "mode"]
 
 
 def _structseq(name: str, fields: tuple):
@@ -27,3 +27,7 @@ max = _structseq("max", ("values", "indices"))  # noqa: A001
 min = _structseq("min", ("values", "indices"))  # noqa: A001
 sort = _structseq("sort", ("values", "indices"))
 topk = _structseq("topk", ("values", "indices"))
+kthvalue = _structseq("kthvalue", ("values", "indices"))
+median = _structseq("median", ("values", "indices"))
+nanmedian = _structseq("nanmedian", ("values", "indices"))
+mode = _structseq("mode", ("values", "indices"))
