@@ -17,7 +17,7 @@ from .. import _backend
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _gs
 from .index import _tname
-from .reduce import shifted_exp, sum_keep
+from .reduce import shifted_exp
 from .registry import OPS, defcomposite, defop
 from .samples import nc, sample
 
