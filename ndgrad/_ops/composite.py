@@ -6,6 +6,8 @@ gradchecked like a primitive; its backward is whatever its primitives record.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import _backend
@@ -476,6 +478,73 @@ def floor_divide(input, other):
     return _call("div.Tensor_mode")(input, other, rounding_mode="floor")
 
 
+def var_mean(input, dim=None, *, correction=None, keepdim=False, unbiased=None):
+    c = correction if unbiased is None else int(unbiased)
+    return input.var(dim, correction=c, keepdim=keepdim), input.mean(dim, keepdim=keepdim)
+
+
+def std_mean(input, dim=None, *, correction=None, keepdim=False, unbiased=None):
+    c = correction if unbiased is None else int(unbiased)
+    return input.std(dim, correction=c, keepdim=keepdim), input.mean(dim, keepdim=keepdim)
+
+
+def meshgrid(*tensors, indexing=None):
+    """Coordinate grids from 1-D tensors (``'ij'``: matrix indexing, the default, with PyTorch's
+    warning when not named; ``'xy'``: Cartesian, the first two dims swapped)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing "
+                      "argument.", UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
+    ts = list(tensors)
+    if indexing == "xy" and len(ts) >= 2:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.numel() for t in ts)
+    n = len(ts)
+    grids = [t.reshape((1,) * i + (-1,) + (1,) * (n - i - 1)).expand(shape) for i, t in enumerate(ts)]
+    if indexing == "xy" and n >= 2:  # the grids of the swapped inputs, handed back in input order
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """Pairwise ``p``-norm distances between the rows of ``x1`` (..., P, M) and ``x2`` (..., R, M)."""
+    for name, t in (("X1", x1), ("X2", x2)):
+        if t.dim() < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {t.dim()}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, dim=-1)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    prod = batch1.bmm(batch2)
+    prod = prod if alpha == 1 else prod * alpha
+    return prod if beta == 0 else prod + (input if beta == 1 else input * beta)
+
+
+def tensordot(a, b, dims=2, out=None):
+    """Contract ``dims`` (a count of trailing/leading dims, or two lists) of ``a`` and ``b``."""
+    if isinstance(dims, int):
+        da, db = list(range(a.dim() - dims, a.dim())), list(range(dims))
+    elif isinstance(dims, Tensor):
+        return tensordot(a, b, dims.tolist() if dims.dim() else int(dims.item()))
+    else:
+        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+    da, db = [d % a.dim() for d in da], [d % b.dim() for d in db]
+    fa = [d for d in range(a.dim()) if d not in da]
+    fb = [d for d in range(b.dim()) if d not in db]
+    k = 1
+    for d in da:
+        k *= a.shape[d]
+    am = a.permute(fa + da).reshape(-1, k)
+    bm = b.permute(db + fb).reshape(k, -1)
+    return am.mm(bm).reshape([a.shape[d] for d in fa] + [b.shape[d] for d in fb])
+
+
 def _r(rng, *s):
     return rng.standard_normal(s)
 
@@ -506,6 +575,16 @@ for _fn, _samples in (
                         sample("pre_app", _r(rng, 3, 4), 1, -1, _r(rng, 3, 2), _r(rng, 3, 1))]),
     (floor_divide, lambda rng: [sample("int", np.arange(-3, 9).reshape(3, 4), np.array([2, -3, 4, 5])),
                                 sample("float_scalar", np.arange(-3, 9).reshape(3, 4) + 0.5, 2, no_grad=(0,))]),
+    (var_mean, lambda rng: [sample("dim", _r(rng, 3, 4), 1), sample("all_c0", _r(rng, 3, 4), correction=0)]),
+    (std_mean, lambda rng: [sample("keep", nc(_r(rng, 3, 4)), 0, keepdim=True)]),
+    (meshgrid, lambda rng: [sample("ij", _r(rng, 3), _r(rng, 2), indexing="ij"),
+                            sample("xy3", _r(rng, 3), _r(rng, 2), _r(rng, 4), indexing="xy")]),
+    (cdist, lambda rng: [sample("p2", _r(rng, 3, 4), _r(rng, 2, 4)),
+                         sample("p1_batched", _r(rng, 2, 3, 4), _r(rng, 2, 5, 4), 1.0)]),
+    (baddbmm, lambda rng: [sample("scaled", _r(rng, 2, 3, 4), _r(rng, 2, 3, 5), _r(rng, 2, 5, 4), beta=0.5, alpha=2.0),
+                           sample("bcast", _r(rng, 4), _r(rng, 2, 3, 5), _r(rng, 2, 5, 4))]),
+    (tensordot, lambda rng: [sample("int", _r(rng, 2, 3, 4), _r(rng, 3, 4, 5)),
+                             sample("lists", _r(rng, 2, 3, 4), _r(rng, 4, 3, 5), ([1, 2], [1, 0]))]),
 ):
     defcomposite(_fn, samples=_samples)
 

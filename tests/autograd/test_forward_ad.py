@@ -41,6 +41,7 @@ TORCH_NO_FWAD = {
     "_copy_from": "internal helper, no torch op",
     "_fill": "internal helper, no torch op",
     "scaled_dot_product_attention": "torch: no forward AD for the CPU flash-attention kernel",
+    "cdist": "torch: no forward AD for _cdist_forward",
     "mse_loss-int_target": "torch's forward AD fails casting the tangent to the int target",
     "smooth_l1_loss-int_target": "torch's forward AD fails casting the tangent to the int target",
 }

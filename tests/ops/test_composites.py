@@ -47,3 +47,23 @@ def test_methods_and_grads(ref):
 ])
 def test_errors(ref, fn, exc):
     ref.raises(fn, exc)
+
+
+def test_meshgrid_warns_without_indexing_and_takes_a_list(ref):
+    def f(T):
+        with pytest.warns(UserWarning, match="it will be required to pass the indexing argument"):
+            a = T.meshgrid(T.arange(3), T.arange(2))
+        return a, T.meshgrid([T.arange(2), T.arange(3)], indexing="xy")
+
+    ref.same(f)
+
+
+def test_cdist_gradient_at_zero_distance_and_errors(ref):
+    def f(T):
+        x = T.tensor(A[:2], requires_grad=True)
+        T.cdist(x, x.detach().clone()).sum().backward()
+        return x.grad
+
+    ref.same(f)
+    ref.raises(lambda T: T.cdist(T.ones(3), T.ones(3)), RuntimeError,
+               "cdist only supports at least 2D tensors, X1 got: 1D")
