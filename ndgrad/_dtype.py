@@ -57,6 +57,8 @@ complex128 = dtype("complex128", np.complex128, COMPLEX, "ComplexDoubleTensor")
 
 ALL = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64, complex64, complex128)
 _FROM_NP = {d.np: d for d in ALL}
+# PyTorch's short type names in messages ('Float', 'Long', 'ComplexFloat'), by NumPy dtype
+SHORT_NAMES = {d.np: d.legacy[: -len("Tensor")] for d in ALL}
 _NAMES = {d.name: d for d in ALL}
 _NAMES.update(
     bool=bool_, half=float16, float=float32, double=float64, short=int16, int=int32, long=int64,

@@ -289,7 +289,7 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     _check(device)
     dt = _dt(dtype)
     if dt.kind != "f":
-        raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{D._FROM_NP[dt].legacy[:-6]}\'')
+        raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{D.SHORT_NAMES[dt]}\'')
     arr = _rng(generator, device).random(_size(size), dtype=dt if dt.itemsize >= 4 else np.float32).astype(dt, copy=False)
     return _leaf(arr, requires_grad, device)
 
@@ -299,7 +299,7 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     _check(device)
     dt = _dt(dtype)
     if dt.kind not in "fc":
-        raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{D._FROM_NP[dt].legacy[:-6]}\'')
+        raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{D.SHORT_NAMES[dt]}\'')
     arr = _rng(generator, device).standard_normal(_size(size), dtype=dt if dt.itemsize >= 4 else np.float32)
     return _leaf(arr.astype(dt, copy=False), requires_grad, device)
 

@@ -182,18 +182,18 @@ def namespace_of(array):
     return np if t is None else t.xp
 
 
+def _type_of(array) -> DeviceType:
+    return _cpu_type if type(array) is np.ndarray else _BY_ARRAY.get(type(array), _cpu_type)
+
+
 def erf(array):
     """``DeviceType.erf`` for ``array``'s device."""
-    t = _cpu_type if type(array) is np.ndarray else _BY_ARRAY.get(type(array), _cpu_type)
-    return t.erf(array)
+    return _type_of(array).erf(array)
 
 
 def linalg_errors(array):
     """``DeviceType.linalg_errors`` for ``array``'s device."""
-    if type(array) is np.ndarray:
-        return _NO_CONTEXT
-    t = _BY_ARRAY.get(type(array))
-    return _NO_CONTEXT if t is None else t.linalg_errors()
+    return _type_of(array).linalg_errors()
 
 
 def device_of(array) -> Device:

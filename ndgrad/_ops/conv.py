@@ -121,6 +121,8 @@ def _batch_last_pays(N, c_gather, c_other, K, out, size) -> bool:
 
 def _batch_last(x, pad):
     """(N, C, *L) as a zero-padded (C, *(L + 2 pad), N) array."""
+    if not any(pad):
+        return np.moveaxis(x, 0, -1).copy()  # copy() is C order: no zero fill to overwrite
     n = x.ndim - 2
     out = _backend.namespace_of(x).zeros(
         (x.shape[1],) + tuple(x.shape[2 + i] + 2 * pad[i] for i in range(n)) + (x.shape[0],), x.dtype)

@@ -109,7 +109,7 @@ LinAlgError.__module__ = "ndgrad.linalg"
 
 def _tname(a) -> str:
     """PyTorch's short type name of an array's dtype (``Float``, ``Long``)."""
-    return D._FROM_NP[a.dtype].legacy[: -len("Tensor")]
+    return D.SHORT_NAMES[a.dtype]
 
 
 def _check_float(name: str, a) -> None:

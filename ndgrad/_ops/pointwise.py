@@ -792,8 +792,7 @@ defop("isfinite(Tensor self) -> Tensor", "isfinite", None, samples=unary())
 
 def _isclose(x, y, rtol, atol, equal_nan):
     if x.dtype != y.dtype:  # PyTorch compares like with like: no promotion
-        names = {d.np: d.legacy[: -len("Tensor")] for d in D.ALL}
-        raise RuntimeError(f"{names[x.dtype]} did not match {names[y.dtype]}")
+        raise RuntimeError(f"{D.SHORT_NAMES[x.dtype]} did not match {D.SHORT_NAMES[y.dtype]}")
     return np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 

@@ -24,7 +24,6 @@ from .registry import NAMESPACES, OPS, PROMOTE_COMMON, defop
 # Values are drawn on the host from the generator's NumPy Generator and moved to the tensor's
 # device, so a seed gives the same numbers on every device. The in-place fills are in-place ops of
 # the registry (leaf check, version bump, views); their nodes give zero gradients, as PyTorch's.
-_TYPE = {d.np: d.legacy[:-6] for d in D.ALL}  # 'Long', 'ComplexFloat', ...
 _CTYPE = {np.dtype(k): v for k, v in (  # C++ type names PyTorch's messages use
     ("bool", "bool"), ("uint8", "unsigned char"), ("int8", "signed char"), ("int16", "short int"),
     ("int32", "int"), ("int64", "long int"), ("float16", "c10::Half"), ("float32", "float"),
@@ -39,10 +38,10 @@ def _g(v) -> str:
 
 
 def _not_impl(kernel: str, dt) -> NotImplementedError:
-    return NotImplementedError(f'"{kernel}" not implemented for \'{_TYPE[dt]}\'')
+    return NotImplementedError(f'"{kernel}" not implemented for \'{D.SHORT_NAMES[dt]}\'')
 
 
-def _continuous(name: str, dt, key=_TYPE) -> None:
+def _continuous(name: str, dt, key=D.SHORT_NAMES) -> None:
     if dt.kind != "f":
         raise RuntimeError(f"{name} distribution is a continuous probability distribution. dtype "
                            f"must be a floating point but you specified {key[dt]}")
@@ -93,7 +92,7 @@ def _uniform(x, from_, to, generator):
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={_g(from_)} > to={_g(to)}")
     if to - from_ > top:
         raise RuntimeError(
-            f"uniform_ expects to-from <= std::numeric_limits<{_TYPE[np.dtype(dt.char.lower())]}>::max(), "
+            f"uniform_ expects to-from <= std::numeric_limits<{D.SHORT_NAMES[np.dtype(dt.char.lower())]}>::max(), "
             f"but found to={_g(to)} and from={_g(from_)} which result in to-from to exceed the limit")
     rng = _gen_of(generator, x, "uniform_")
     rd = _real_dt(dt)
@@ -145,7 +144,7 @@ def _bernoulli_tensor(x, p, generator):
         raise _not_impl("bernoulli_tensor_cpu_self_", x.dtype)
     if p.ndim > x.ndim:
         raise RuntimeError(
-            f"expand(torch.{_TYPE[p.dtype]}Tensor{{{list(p.shape)}}}, size={list(x.shape)}): the number "
+            f"expand(torch.{D.SHORT_NAMES[p.dtype]}Tensor{{{list(p.shape)}}}, size={list(x.shape)}): the number "
             f"of sizes provided ({x.ndim}) must be greater or equal to the number of dimensions in "
             f"the tensor ({p.ndim})")
     for d in range(1, p.ndim + 1):
@@ -451,7 +450,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     if x.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if x.dtype.kind != "f":
-        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {_TYPE[x.dtype]}")
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {D.SHORT_NAMES[x.dtype]}")
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     k = x.shape[-1]

@@ -161,7 +161,7 @@ def _mean(x, dim, keepdim, dtype):
     if dtype is None and x.dtype.kind not in "fc":
         raise RuntimeError(
             "mean(): could not infer output dtype. Input dtype must be either a floating point or "
-            f"complex dtype. Got: {D._FROM_NP[x.dtype].legacy[:-6]}"
+            f"complex dtype. Got: {D.SHORT_NAMES[x.dtype]}"
         )
     axis = dims_arg(dim, x.ndim) if x.ndim else None
     dt = x.dtype if dtype is None else D.to_dtype(dtype).np
@@ -221,7 +221,7 @@ def _const(a: np.ndarray) -> Tensor:
 
 
 def _type_name(x) -> str:
-    return D._FROM_NP[x.dtype].legacy[: -len("Tensor")]
+    return D.SHORT_NAMES[x.dtype]
 
 
 def _publish(name: str, fn, ns: str = "", method: bool = True):

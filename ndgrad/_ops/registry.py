@@ -770,7 +770,6 @@ def _run_view(rec, args):
 
 
 # --- in-place ---
-_TYPE_NAMES = {d.np: d.legacy[: -len("Tensor")] for d in D.ALL}
 
 
 def _run_inplace(rec, args):
@@ -811,7 +810,7 @@ def _run_inplace(rec, args):
     dst = self._data
     if res.dtype != dst.dtype and not D.can_cast(D._FROM_NP[res.dtype], D._FROM_NP[dst.dtype]):
         raise RuntimeError(
-            f"result type {_TYPE_NAMES[res.dtype]} can't be cast to the desired output type {_TYPE_NAMES[dst.dtype]}"
+            f"result type {D.SHORT_NAMES[res.dtype]} can't be cast to the desired output type {D.SHORT_NAMES[dst.dtype]}"
         )
     if res.shape != dst.shape:
         raise RuntimeError(
