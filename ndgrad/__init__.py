@@ -30,6 +30,7 @@ from . import return_types  # noqa: F401
 from . import nn  # noqa: F401
 from . import optim  # noqa: F401
 from . import utils  # noqa: F401
+from . import ops  # noqa: F401
 from . import cuda  # noqa: F401
 from . import profiler  # noqa: F401
 from .serialization import save, load  # noqa: F401

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import threading
 
 import numpy as np
 
@@ -21,8 +20,10 @@ from .. import _backend
 from .. import _dtype as D
 from .._tensor import Tensor, ViewInfo, gradient_edge, move_retains_grad, refresh_view
 from ..autograd.graph import SECOND_BACKWARD_MSG, Node, RawSaved, next_sequence_nr, save_input, save_output
+from ..autograd import dispatch_mode as _dm
 from ..autograd.grad_mode import state as _gs
 from . import fastpath
+from . import overload as _overload
 
 __all__ = ["defop", "defcomposite", "dispatch", "OPS", "OpRecord", "push_mode", "pop_mode"]
 
@@ -36,35 +37,31 @@ _ndarray = np.ndarray
 _device_arrays = _backend._BY_ARRAY  # array type -> device type, for every array but ndarray
 _asarray = _backend.adopt
 
-# Dispatch modes (profiler, graph capture, forward AD, anomaly mode) sit on this stack; the hot
-# path pays one truthiness check of it when none is active. A mode handles an op by calling
-# ``run``, which hands it to the modes below; which modes a thread is inside is thread-local
-# (``_inside.depth``), so that threads never see each other's mode stack cut short.
-_modes: list = []
-_inside = threading.local()
+# Dispatch modes (profiler, graph capture, forward AD, anomaly mode, user TorchDispatchModes)
+# live on the per-thread stacks of ``autograd.dispatch_mode``; the hot path pays one truthiness
+# check of ``_modes`` (every mode entered on any thread) when none is active.
+_modes = _dm.active
+_handler = _dm.handler
+_mode_local = _dm._local
 
 
 def push_mode(mode) -> None:
-    """Install ``mode``: every op call becomes ``mode.dispatch(rec, args, run)``."""
-    _modes.append(mode)
+    """Enter ``mode``: every op call becomes ``mode.dispatch(rec, args, run)``."""
+    _dm.push(mode)
 
 
-def pop_mode():
-    return _modes.pop()
+def pop_mode(mode=None):
+    """Take ``mode`` off its stack wherever it sits (by default this thread's innermost);
+    returns the mode taken off, or None."""
+    if mode is None:
+        stack = _mode_local.stack
+        if not stack:
+            return None
+        mode = stack[-1]
+    return mode if _dm.remove(mode) else None
 
 
-class below_mode:
-    """Within, ops skip the innermost mode being handled on this thread (for a mode's own
-    computations, which must not come back to it)."""
-
-    __slots__ = ("depth",)
-
-    def __enter__(self):
-        self.depth = getattr(_inside, "depth", 0)
-        _inside.depth = self.depth + 1
-
-    def __exit__(self, *exc):
-        _inside.depth = self.depth
+below_mode = _dm.skip_current
 
 
 # --- schema parsing ---
@@ -164,8 +161,58 @@ class OpRecord:
         "gradcheck", "extra", "promote_pos", "save_need",
     )
 
+    # --- PyTorch's OpOverload: a dispatch mode's ``func`` is the record itself ---
+    def __call__(self, *args, **kwargs):
+        return self.call(*args, **kwargs)
+
+    @property
+    def overloadpacket(self):
+        return self.extra["packet"]
+
+    @property
+    def __name__(self) -> str:
+        return self.overloadpacket.__name__ + "." + self._overloadname
+
+    @property
+    def _overloadname(self) -> str:
+        return next(k for k, v in self.overloadpacket._overloads.items() if v is self)
+
+    namespace = "aten"
+
+    @property
+    def _schema(self):
+        s = self.extra.get("schema")
+        if s is None:
+            s = self.extra["schema"] = _overload.FunctionSchema(self)
+        return s
+
+    def _dispatch_args(self, args):
+        """(types, args, kwargs) as ``__torch_dispatch__`` receives them: keyword-only arguments
+        as kwargs, and arguments left at their defaults omitted."""
+        params = self.params
+        types = {}
+        for i in self.tensor_pos:
+            a = args[i]
+            for t in (a if type(a) in (list, tuple) else (a,)):
+                if isinstance(t, Tensor):
+                    types[type(t)] = None
+        npos = sum(not p.kwarg_only for p in params)
+        end = npos
+        while end and params[end - 1].has_default and _is_default(args[end - 1], params[end - 1].default):
+            end -= 1
+        kwargs = {p.name: a for p, a in zip(params[npos:], args[npos:])
+                  if not (p.has_default and _is_default(a, p.default))}
+        return tuple(types), tuple(args[:end]), kwargs
+
+    def __str__(self) -> str:
+        return f"aten.{self.__name__}"
+
     def __repr__(self) -> str:
-        return f"<op {self.name}>"
+        return f"<OpOverload(op='aten.{self.overloadpacket.__name__}', overload='{self._overloadname}')>"
+
+
+def _is_default(a, default) -> bool:
+    return a is default or (type(a) is type(default) and a == default)
 
 
 PROMOTE_NONE, PROMOTE_COMMON, PROMOTE_FLOAT = 0, 1, 2
@@ -225,6 +272,7 @@ def defop(
         if apply is not None:
             rec.node_cls.apply = apply
     OPS[key] = rec
+    _overload.register(rec)
     _publish(rec)
     if inplace:
         definplace(rec, inplace)
@@ -243,8 +291,11 @@ def definplace(rec: OpRecord, name: str) -> OpRecord:
     ip.samples = None
     ip.api = None
     ip.method = name
+    # Its own extras: the outplace op's generated fast paths and overload packet are not its own.
+    ip.extra = {k: v for k, v in rec.extra.items() if k == "cross_device"}
     ip.call = _make_public(ip)
     OPS[name] = ip
+    _overload.register(ip)
     _publish(ip)
     return ip
 
@@ -325,7 +376,7 @@ def _build_backward(rec: OpRecord, vjp: dict | None, node_name: str) -> None:
             if params[pos].code:
                 return _slot(saved, ("in", pos), "S")
             return _slot(args, ("raw", pos), "A")
-        for suffix in ("_shape", "_dtype", "_device"):
+        for suffix in ("_shape", "_dtype", "_device", "_strides"):
             if pname.endswith(suffix) and pname[: -len(suffix)] in pnames:
                 pos = pnames.index(pname[: -len(suffix)])
                 return _slot(args, (suffix[1:], pos), "A")
@@ -358,7 +409,8 @@ def _build_backward(rec: OpRecord, vjp: dict | None, node_name: str) -> None:
         setattr(cls, "_saved_" + nm, property(lambda self, k=k: self._unpack_one(k)))
         setattr(cls, "_raw_saved_" + nm, property(lambda self, k=k: RawSaved(self, k)))
     for k, (kind, pos) in enumerate(args):
-        nm = pnames[pos] + ("" if kind == "raw" else "_sym_sizes" if kind == "shape" else "_" + kind)
+        nm = pnames[pos] + ("" if kind == "raw" else "_sym_" + ("sizes" if kind == "shape" else kind)
+                            if kind in ("shape", "strides") else "_" + kind)
         setattr(cls, "_saved_" + nm, property(lambda self, k=k: self._args[k]))
     rec.node_cls = cls
 
@@ -539,9 +591,9 @@ def _unwrap(rec, args):
 def dispatch(rec: OpRecord, args: tuple):
     """The one dispatch point: run ``rec`` on ``args`` (a tuple in schema order)."""
     if _modes:
-        n = len(_modes) - getattr(_inside, "depth", 0)
-        if n > 0:
-            return _modes[n - 1].dispatch(rec, args, _run)
+        mode = _handler()
+        if mode is not None:
+            return mode.dispatch(rec, args, _run)
     if rec.kind != "plain":
         return _SPECIAL[rec.kind](rec, args)
     out, rg = _forward(rec, rec.fwd, args)
@@ -633,12 +685,13 @@ def _check_broadcast(rec, xs) -> None:
 
 def _run(rec, args):
     """Run ``rec`` under the modes below the one calling this (a mode's ``run``)."""
-    depth = getattr(_inside, "depth", 0)
-    _inside.depth = depth + 1
+    loc = _mode_local
+    depth = loc.depth
+    loc.depth = depth + 1
     try:
         return dispatch(rec, args)
     finally:
-        _inside.depth = depth
+        loc.depth = depth
 
 
 def _new_node(rec, args, self_override=None):
@@ -685,6 +738,9 @@ def _new_node(rec, args, self_override=None):
     return node
 
 
+_strides = fastpath.elem_strides
+
+
 def _arg_value(kind, a):
     if kind == "raw":
         return a
@@ -694,6 +750,8 @@ def _arg_value(kind, a):
         return a._data.shape if isinstance(a, Tensor) else ()
     if kind == "device":
         return a.device if isinstance(a, Tensor) else _cpu  # a Python value is a host scalar
+    if kind == "strides":
+        return _strides(a._data) if isinstance(a, Tensor) else ()
     if type(a) in (list, tuple):
         return [t.dtype for t in a]
     return a.dtype if isinstance(a, Tensor) else D.result_type([a])

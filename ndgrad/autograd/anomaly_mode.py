@@ -16,6 +16,7 @@ import threading
 import traceback
 import warnings
 
+from . import dispatch_mode
 from .graph import next_sequence_nr
 
 __all__ = [
@@ -47,14 +48,12 @@ def is_anomaly_check_nan_enabled() -> bool:
 
 def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:
     """``torch.set_anomaly_enabled``: switch the mode and its NaN check (no warning)."""
-    from .._ops.registry import _modes, push_mode
-
     enabled = bool(enabled)
     if enabled and not state.enabled:
-        push_mode(_MODE)
-    elif not enabled and state.enabled and _MODE in _modes:
+        dispatch_mode.push(_MODE)
+    elif not enabled and state.enabled:
         # Removed wherever it sits: a mode pushed after ours (a profiler) may still be active.
-        _modes.remove(_MODE)
+        dispatch_mode.remove(_MODE)
     state.enabled = enabled
     state.check_nan = bool(check_nan)
 
@@ -138,8 +137,10 @@ def _internal(frame) -> bool:
     return name is None or name == "ndgrad" or name.startswith("ndgrad.")
 
 
-class _AnomalyMode:
+class _AnomalyMode(dispatch_mode.TorchDispatchMode):
     """The dispatch mode: run the op, then annotate the nodes it created."""
+
+    process_wide = True  # anomaly detection is global in PyTorch
 
     def dispatch(self, rec, args, run):
         start = next_sequence_nr()

@@ -26,6 +26,7 @@ from collections import namedtuple
 import numpy as np
 
 from .._tensor import Tensor
+from . import dispatch_mode
 from .grad_mode import state as _gs
 
 __all__ = ["dual_level", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual",
@@ -59,19 +60,15 @@ _make = Tensor._make
 # --- levels ---
 def enter_dual_level() -> int:
     """Enter a new forward-AD level (only one may exist at a time); returns its index."""
-    from .._ops.registry import push_mode
-
     if _state.level is not None:
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
     _state.level = 0
-    push_mode(_MODE)
+    dispatch_mode.push(_MODE)
     return 0
 
 
 def exit_dual_level(*, level=None) -> None:
     """Exit the current level; every tangent set within it is dropped."""
-    from .._ops.registry import _modes
-
     cur = -1 if _state.level is None else _state.level
     if level is None:
         level = cur
@@ -82,8 +79,7 @@ def exit_dual_level(*, level=None) -> None:
             "Trying to exit a forward AD level that was not the last one that was created. This is "
             "not supported."
         )
-    if _MODE in _modes:
-        _modes.remove(_MODE)  # wherever it sits: a mode pushed after ours may still be active
+    dispatch_mode.remove(_MODE)  # wherever it sits: a mode pushed after ours may still be active
     for ref in _state.tracked:
         t = ref()
         if t is not None and t._meta is not None and t._meta.fw_grad is not _NO_FW:
@@ -436,8 +432,10 @@ class _SavedWithTangent:
         return getattr(self.saved, name)
 
 
-class _ForwardADMode:
+class _ForwardADMode(dispatch_mode.TorchDispatchMode):
     """The dispatch mode installed while a dual level is active."""
+
+    process_wide = True  # dual levels are global in PyTorch
 
     def dispatch(self, rec, args, run):
         if _local.disabled:

@@ -17,6 +17,7 @@ import weakref
 import numpy as np
 
 from .. import _backend
+from . import dispatch_mode
 from .grad_mode import state as _grad_state
 
 __all__ = ["Node", "AccumulateGrad", "GraphRoot", "SavedTensor", "RemovableHandle",
@@ -658,8 +659,9 @@ class _AllowMutationOnSavedContext:
                 r.cloned = True
 
 
-class _CloneBeforeWrite:
-    """The dispatch mode of the context: an in-place op first saves what it overwrites."""
+class _CloneBeforeWrite(dispatch_mode.TorchDispatchMode):
+    """The dispatch mode of the context (this thread's): an in-place op first saves what it
+    overwrites."""
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -690,21 +692,17 @@ class allow_mutation_on_saved_tensors:  # noqa: N801 - PyTorch's name
         global _mutation_ctx
         if _mutation_ctx is not None:
             raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
-        from .._ops import registry  # the ops layer sits above this one
-
         ctx = self.ctx = _AllowMutationOnSavedContext()
         self.hooks = saved_tensors_hooks(ctx.pack, ctx.unpack)
         self.hooks.__enter__()
         self.mode = _CloneBeforeWrite(ctx)
-        registry.push_mode(self.mode)
+        dispatch_mode.push(self.mode)
         _mutation_ctx = ctx
         return ctx
 
     def __exit__(self, *exc):
         global _mutation_ctx
-        from .._ops import registry
-
-        registry._modes.remove(self.mode)  # wherever it sits: modes pushed inside may remain
+        dispatch_mode.remove(self.mode)  # wherever it sits: modes pushed inside may remain
         self.hooks.__exit__(*exc)
         self.ctx.active = False
         self.ctx.clear()

@@ -20,6 +20,7 @@ from .. import _backend, _factories
 from .._ops import registry
 from .._tensor import Tensor
 from ..autograd import engine
+from ..autograd.dispatch_mode import TorchDispatchMode
 from ..autograd.graph import AccumulateGrad, GraphRoot
 from .events import NODE, OP, USER, EventList, FunctionEvent
 
@@ -64,11 +65,12 @@ _fast: dict = {}  # rec -> its fast copy or None; filled on first use, kept for 
 _modes = registry._modes
 
 
-class _OpMode:
+class _OpMode(TorchDispatchMode):
     """Times every op (the default case: no shapes, memory or stacks). Tuples hold only names
     and ints, so the cyclic GC can untrack them: a long profile does not slow collections."""
 
     __slots__ = ("append",)
+    process_wide = True  # PyTorch's profiler records every thread
 
     def __init__(self, records: list):
         self.append = records.append
@@ -79,7 +81,7 @@ class _OpMode:
             fast = _fast[rec] = _fast_copy(rec)
         t0 = _now()
         try:
-            if fast is not None and _modes[0] is self:  # no mode below this one
+            if fast is not None and len(_modes) == 1:  # no mode below this one, on any thread
                 out = fast(*args)
             else:
                 out = run(rec, args)
@@ -105,10 +107,11 @@ class _OpMode:
             self.append((name, t0, _now(), _ident(), -1))
 
 
-class _DetailedOpMode:
+class _DetailedOpMode(TorchDispatchMode):
     """Times every op and records what was asked: input shapes, memory, Python stack."""
 
     __slots__ = ("append", "shapes", "memory", "stack", "timeline", "device")
+    process_wide = True
 
     def __init__(self, records: list, shapes: bool, memory: bool, stack: bool, timeline: list,
                  device: bool = False):
@@ -128,7 +131,7 @@ class _DetailedOpMode:
         t0 = _now()
         out = None
         try:
-            out = fast(*args) if fast is not None and _modes[0] is self else run(rec, args)
+            out = fast(*args) if fast is not None and len(_modes) == 1 else run(rec, args)
         finally:  # a failing op is an event too, as in PyTorch
             t1 = _now()
             marks = None if e0 is None else (e0, _device_mark(stream))
@@ -264,9 +267,7 @@ class Recording:
         registry.push_mode(self._mode)
 
     def stop(self) -> None:
-        modes = registry._modes
-        if self._mode in modes:  # another mode pushed later may still sit above ours
-            modes.remove(self._mode)
+        registry.pop_mode(self._mode)  # wherever it sits: a mode pushed later may sit above
         engine.node_observer = self._prev_observer
         _factories.observer = self._prev_factory_observer
         if self._started_tracing:
