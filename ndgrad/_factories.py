@@ -1,12 +1,12 @@
-"""Tensor factories (``tensor``, ``zeros``, ``randn``, ``*_like``, ...) and the global RNG.
+"""Tensors from data (``tensor``, ``as_tensor``, ``from_numpy``, ``Tensor.new_tensor``), the
+random generators and the argument helpers of factories.
 
-Factories create leaves: they go straight to ``Tensor._make`` and record nothing. While a
-profiler records, each is an event (``observer``), as PyTorch's ``aten::zeros`` and the like.
+These wrap or copy given data and record nothing. The factories that compute (``zeros``,
+``randn``, ``*_like``, ``new_*``) are ops of the table, in ``_ops/factory.py``.
 """
 
 from __future__ import annotations
 
-import functools
 import numbers
 
 import numpy as np
@@ -16,9 +16,7 @@ from . import _dtype as D
 from ._tensor import Tensor
 
 __all__ = [
-    "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace",
-    "eye", "rand", "randn", "randint", "zeros_like", "ones_like", "empty_like", "full_like",
-    "rand_like", "randn_like", "randint_like", "manual_seed", "seed", "initial_seed", "Generator",
+    "tensor", "as_tensor", "from_numpy", "manual_seed", "seed", "initial_seed", "Generator",
     "default_generator", "get_rng_state", "set_rng_state",
 ]
 
@@ -233,163 +231,8 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return _leaf(array, False)
 
 
-def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
-    _check(device)
-    return _leaf(np.zeros(_size(size), _dt(dtype)), requires_grad, device)
-
-
-def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
-    _check(device)
-    return _leaf(np.ones(_size(size), _dt(dtype)), requires_grad, device)
-
-
-def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
-          memory_format=None) -> Tensor:
-    _check(device)
-    return _leaf(np.empty(_size(size), _dt(dtype)), requires_grad, device)
-
-
-def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
-    _check(device)
-    if dtype is None:
-        dtype = _infer_dtype(fill_value.item() if isinstance(fill_value, Tensor) else fill_value)
-    return _leaf(np.full(_size((size,)), fill_value, _dt(dtype)), requires_grad, device)
-
-
-def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
-           requires_grad=False) -> Tensor:
-    _check(device)
-    if end is None:
-        start, end = 0, start
-    if step == 0:
-        raise RuntimeError("step must be nonzero")
-    if (end - start) / step < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
-    if dtype is None:
-        dtype = _infer_dtype([start, end, step])
-    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
-    return _leaf(np.arange(*vals).astype(_dt(dtype)), requires_grad, device)
-
-
-def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
-             requires_grad=False) -> Tensor:
-    _check(device)
-    if steps < 0:
-        raise RuntimeError("number of steps must be non-negative")
-    return _leaf(np.linspace(start, end, steps).astype(_dt(dtype)), requires_grad, device)
-
-
-def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False) -> Tensor:
-    _check(device)
-    return _leaf(np.eye(n, n if m is None else m, dtype=_dt(dtype)), requires_grad, device)
-
-
-def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
-         requires_grad=False) -> Tensor:
-    _check(device)
-    dt = _dt(dtype)
-    if dt.kind != "f":
-        raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{D.SHORT_NAMES[dt]}\'')
-    arr = _rng(generator, device).random(_size(size), dtype=dt if dt.itemsize >= 4 else np.float32).astype(dt, copy=False)
-    return _leaf(arr, requires_grad, device)
-
-
-def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
-          requires_grad=False) -> Tensor:
-    _check(device)
-    dt = _dt(dtype)
-    if dt.kind not in "fc":
-        raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{D.SHORT_NAMES[dt]}\'')
-    arr = _rng(generator, device).standard_normal(_size(size), dtype=dt if dt.itemsize >= 4 else np.float32)
-    return _leaf(arr.astype(dt, copy=False), requires_grad, device)
-
-
-def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
-            device=None, requires_grad=False) -> Tensor:
-    _check(device)
-    if size is None and isinstance(high, (tuple, list)):
-        low, high, size = 0, low, high  # the randint(high, size) overload
-    elif high is None:
-        low, high = 0, low
-    if size is None:
-        raise TypeError("randint() missing 1 required positional arguments: \"size\"")
-    arr = _rng(generator, device).integers(low, high, size=tuple(size))
-    return _leaf(arr.astype(_dt(dtype, D.int64)), requires_grad, device)
-
-
-def _like(fill):
-    def like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None,
-             generator=None):
-        _check(device)
-        dt = input.dtype if dtype is None else D.to_dtype(dtype)
-        return fill(tuple(input.shape), dt, requires_grad, generator, input.device if device is None else device)
-
-    return like
-
-
-zeros_like = _like(lambda s, d, rg, g, dev: zeros(s, dtype=d, requires_grad=rg, device=dev))
-ones_like = _like(lambda s, d, rg, g, dev: ones(s, dtype=d, requires_grad=rg, device=dev))
-empty_like = _like(lambda s, d, rg, g, dev: empty(s, dtype=d, requires_grad=rg, device=dev))
-rand_like = _like(lambda s, d, rg, g, dev: rand(s, dtype=d, requires_grad=rg, generator=g, device=dev))
-randn_like = _like(lambda s, d, rg, g, dev: randn(s, dtype=d, requires_grad=rg, generator=g, device=dev))
-
-
-def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
-              memory_format=None) -> Tensor:
-    return full(tuple(input.shape), fill_value, dtype=input.dtype if dtype is None else dtype,
-                requires_grad=requires_grad, device=input.device if device is None else device)
-
-
-def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
-                 requires_grad=False, memory_format=None) -> Tensor:
-    if high is None:
-        low, high = 0, low
-    return randint(low, high, tuple(input.shape), dtype=input.dtype if dtype is None else dtype,
-                   device=input.device if device is None else device)
-
-
-# --- the profiler's view ---
-observer = None  # set while a profiler records: observer(name, fn, args, kwargs) runs fn as an event
-
-
-def _observable(name, fn):
-    """``fn`` as an event named ``aten::<name>`` while a profiler records (one check otherwise)."""
-    def factory(*args, **kwargs):
-        if observer is None:
-            return fn(*args, **kwargs)
-        return observer(name, fn, args, kwargs)
-
-    functools.update_wrapper(factory, fn)
-    return factory
-
-
-for _name in ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "rand", "randn", "randint",
-              "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"):
-    globals()[_name] = _observable(_name, globals()[_name])
-
-
-# --- Tensor.new_* ---
-def _new_factory(fn):
-    def new(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
-        return fn(_size(size), dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad,
-                  device=self.device if device is None else device)
-
-    return new
-
-
-Tensor.new_zeros = _observable("new_zeros", _new_factory(zeros))
-Tensor.new_ones = _observable("new_ones", _new_factory(ones))
-Tensor.new_empty = _observable("new_empty", _new_factory(empty))
-
-
-def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
-              pin_memory=False):
-    return full(size, fill_value, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
-
-
 def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
     return tensor(data, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
 
 
-Tensor.new_full = _observable("new_full", _new_full)
 Tensor.new_tensor = _new_tensor

@@ -17,9 +17,11 @@ import numpy as np
 
 from .. import _backend
 from .. import _dtype as D
-from .._factories import Generator, _check, _dt, _leaf, _observable, _rng, _size, empty_like
+from .._factories import Generator, _check, _dt, _rng, _size
 from .._tensor import Tensor
-from .registry import NAMESPACES, OPS, PROMOTE_COMMON, defop
+from .factory import _drawn, _grad_leaf, empty_like
+from .factory import _place as _on_device
+from .registry import NAMESPACES, OPS, PROMOTE_COMMON, defop, dispatch
 
 # Values are drawn on the host from the generator's NumPy Generator and moved to the tensor's
 # device, so a seed gives the same numbers on every device. The in-place fills are in-place ops of
@@ -362,6 +364,20 @@ _NORMAL_SIGS = (
     "pin_memory = False, bool requires_grad = False)\n")
 
 
+def _normal_floats(mean, std, size, generator, dtype, layout, device, pin):
+    dt = _dt(dtype)
+    if dt.kind not in "fc":
+        raise _not_impl("normal_kernel_cpu", dt)
+    if not std >= 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
+    return _on_device(_normal_values(np.empty(size, dt), mean, std, _rng(generator, device)), device)
+
+
+_normal_ff = defop("normal.float_float(float mean, float std, SymInt[] size, *, Generator? generator=None, "
+                   "ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+                   _normal_floats, samples=_drawn, api=False, method=False, extra={"nondeterministic": True})
+
+
 def normal(mean, std=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
            device=None, pin_memory=False, requires_grad=False) -> Tensor:
     """Draws from normal distributions with the given means and standard deviations: tensor and
@@ -374,13 +390,9 @@ def normal(mean, std=None, size=None, *, generator=None, out=None, dtype=None, l
         return _NORMAL[mt, st](mean, std, generator)
     if ok and not mt and not st and size is not None and std is not None:
         _check(device)
-        dt = _dt(dtype)
-        if dt.kind not in "fc":
-            raise _not_impl("normal_kernel_cpu", dt)
-        if not std >= 0:
-            raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
-        arr = _normal_values(np.empty(_size((size,)), dt), mean, std, _rng(generator, device))
-        return _leaf(arr, requires_grad, device)
+        args = (mean, std, _size((size,)), generator, None if dtype is None else D.to_dtype(dtype),
+                layout, device, None)
+        return _grad_leaf(dispatch(_normal_ff, args), requires_grad)
     got = ", ".join(["Tensor" if isinstance(a, Tensor) else type(a).__name__
                      for a in (mean, std, size) if a is not None]
                     + ([f"generator={type(generator).__name__}"] if generator is not None else []))
@@ -424,12 +436,7 @@ def poisson(input, generator=None) -> Tensor:
     return _poisson_op(input, generator)
 
 
-def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False,
-             requires_grad=False) -> Tensor:
-    """A random permutation of ``0 .. n-1``."""
-    if not isinstance(n, numbers.Integral) or isinstance(n, bool):
-        raise TypeError(f"randperm(): argument 'n' (position 1) must be int, not {type(n).__name__}")
-    _check(device)
+def _randperm_array(n, generator, dtype, layout, device, pin):
     dt = _dt(dtype, D.int64)
     if dt.kind in "bc":
         raise _not_impl("randperm", dt)
@@ -439,14 +446,31 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
         raise RuntimeError(f"value cannot be converted to type {dt.name}_t without overflow")
     if dt == np.float16 and n > 2049:
         raise RuntimeError("n cannot be greater than 2049 for Half type.")
-    arr = _rng(generator, device).permutation(n).astype(dt)
-    return _leaf(arr, requires_grad, device)
+    return _on_device(_rng(generator, device).permutation(n).astype(dt), device)
+
+
+_randperm = defop("randperm(SymInt n, *, Generator? generator=None, ScalarType? dtype=None, "
+                  "Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+                  _randperm_array, samples=_drawn, api=False, method=False, extra={"nondeterministic": True})
+
+
+def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False,
+             requires_grad=False) -> Tensor:
+    """A random permutation of ``0 .. n-1``."""
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+        raise TypeError(f"randperm(): argument 'n' (position 1) must be int, not {type(n).__name__}")
+    _check(device)
+    args = (n, generator, None if dtype is None else D.to_dtype(dtype), layout, device, None)
+    return _grad_leaf(dispatch(_randperm, args), requires_grad)
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None) -> Tensor:
     """Indices drawn from the categories of each row of ``input`` (weights, not necessarily
     normalised), with or without replacement."""
-    x = input._data
+    return dispatch(_multinomial, (input, num_samples, replacement, generator))
+
+
+def _multinomial_array(x, num_samples, replacement, generator):
     if x.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if x.dtype.kind != "f":
@@ -477,12 +501,14 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
         # (zero weights come last, in index order, as PyTorch's when a row runs out).
         keys = p / rng.standard_exponential(p.shape)
         idx = np.argsort(-keys, -1, kind="stable")[:, :num_samples]
-    idx = idx.astype(np.int64).reshape(x.shape[:-1] + (num_samples,))
-    return Tensor._make(_place(idx, x), None, 0, None)
+    return _place(idx.astype(np.int64).reshape(x.shape[:-1] + (num_samples,)), x)
 
 
-for _name in ("normal", "bernoulli", "poisson", "randperm", "multinomial"):
-    globals()[_name] = _observable(_name, globals()[_name])
+_multinomial = defop("multinomial(Tensor self, int num_samples, bool replacement=False, *, "
+                     "Generator? generator=None) -> Tensor", _multinomial_array, samples=_drawn, api=False,
+                     method=False, extra={"nondeterministic": True})
+
+
 Tensor.bernoulli = lambda self, p=None, *, generator=None: bernoulli(self, p, generator=generator)
 Tensor.multinomial = lambda self, num_samples, replacement=False, *, generator=None: multinomial(
     self, num_samples, replacement, generator=generator)

@@ -24,7 +24,7 @@ class Parameter(Tensor):
 
     def __new__(cls, data=None, requires_grad: bool = True):
         if data is None:
-            from .._factories import empty
+            from .._ops.factory import empty
 
             data = empty(0)
         t = object.__new__(cls)
@@ -92,7 +92,7 @@ class Buffer(metaclass=_BufferMeta):
 
     def __new__(cls, data=None, *, persistent: bool = True):
         if data is None:
-            from .._factories import empty
+            from .._ops.factory import empty
 
             data = empty(0)
         t = data.detach().requires_grad_(data.requires_grad)

@@ -16,12 +16,12 @@ import time
 import tracemalloc
 import traceback
 
-from .. import _backend, _factories
+from .. import _backend
 from .._ops import registry
 from .._tensor import Tensor
 from ..autograd import engine
 from ..autograd.dispatch_mode import TorchDispatchMode
-from ..autograd.graph import AccumulateGrad, GraphRoot
+from ..autograd.node import AccumulateGrad, GraphRoot
 from .events import NODE, OP, USER, EventList, FunctionEvent
 
 __all__ = ["Recording", "record_function", "active"]
@@ -98,15 +98,6 @@ class _OpMode(TorchDispatchMode):
         return out
 
 
-    def factory(self, name, fn, args, kwargs):
-        """A tensor factory (``_factories.observer``) as an event without a node."""
-        t0 = _now()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            self.append((name, t0, _now(), _ident(), -1))
-
-
 class _DetailedOpMode(TorchDispatchMode):
     """Times every op and records what was asked: input shapes, memory, Python stack."""
 
@@ -141,20 +132,6 @@ class _DetailedOpMode(TorchDispatchMode):
             self.append((rec.name, t0, t1, _ident(), _seq_of(out), shapes, m1 - m0, frames, marks))
         return out
 
-
-    def factory(self, name, fn, args, kwargs):
-        shapes = _input_shapes(args) if self.shapes else None
-        frames = _python_stack() if self.stack else None
-        m0 = _traced()[0] if self.memory else 0
-        t0 = _now()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            t1 = _now()
-            m1 = _traced()[0] if self.memory else 0
-            if self.memory:
-                self.timeline.append((t1, m1))
-            self.append((name, t0, t1, _ident(), -1, shapes, m1 - m0, frames, None))
 
 
 def _op_stream(args):
@@ -242,7 +219,7 @@ class Recording:
         self.timeline: list = []  # (time ns, traced bytes) after each op, when profiling memory
         self.t0 = 0
         self._started_tracing = False
-        self._prev_observer = self._prev_factory_observer = None
+        self._prev_observer = None
         self._mode = None
         self._events: EventList | None = None
 
@@ -261,15 +238,12 @@ class Recording:
                       if detailed else _OpMode(self.ops))
         self._prev_observer = engine.node_observer
         engine.node_observer = self._observe_detailed if detailed else self._observe
-        self._prev_factory_observer = _factories.observer
-        _factories.observer = self._mode.factory
         self.t0 = _now()
         registry.push_mode(self._mode)
 
     def stop(self) -> None:
         registry.pop_mode(self._mode)  # wherever it sits: a mode pushed later may sit above
         engine.node_observer = self._prev_observer
-        _factories.observer = self._prev_factory_observer
         if self._started_tracing:
             tracemalloc.stop()
             self._started_tracing = False

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numbers
 
 from ... import _dtype as D
-from ..._factories import empty, ones, tensor, zeros
+from ..._factories import tensor
+from ..._ops.factory import empty, ones, zeros
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..._factories import empty
+from ..._ops.factory import empty
 from ...autograd.grad_mode import no_grad
 from .. import functional as F
 from .. import init

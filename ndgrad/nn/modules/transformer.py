@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..._factories import empty
+from ..._ops.factory import empty
 from ..._ops.registry import OPS
 from ..._tensor import Tensor
 from .. import functional as F

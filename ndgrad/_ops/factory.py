@@ -1,0 +1,365 @@
+"""Tensor factories as ops of the table: ``zeros``, ``ones``, ``empty``, ``full``, ``arange``,
+``linspace``, ``eye``, ``rand``, ``randn``, ``randint``, their ``*_like`` forms and the
+``Tensor.new_*`` methods.
+
+Each is a record (no gradient, as in PyTorch), so a dispatch mode sees every factory call and a
+captured graph keeps it as a call; the random ones are marked ``nondeterministic`` so a replay
+draws fresh numbers. The public functions keep PyTorch's Python signatures (sizes as varargs,
+``requires_grad``) and dispatch the record; ``tensor``/``as_tensor``/``from_numpy`` copy or wrap
+data and stay in ``_factories``, as the generator does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _backend
+from .. import _dtype as D
+from .._factories import _check, _dt, _infer_dtype, _rng, _size
+from .._tensor import Tensor
+from .registry import NAMESPACES, defop, dispatch
+from .samples import sample
+
+_FACTORY_ARGS = "ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None"
+_RANDOM = {"nondeterministic": True}
+
+
+def _sizes(rng):
+    return [sample("2x3", (2, 3)), sample("0d", ())]
+
+
+def _like_samples(rng):
+    return [sample("2x3", rng.standard_normal((2, 3))), sample("int", np.arange(4))]
+
+
+def _drawn(rng):
+    return []  # random or uninitialised values: tests/test_random.py and tests/test_tensor.py
+
+
+def _place(arr, device):
+    """``arr`` (made on the host) on ``device``."""
+    if device is not None and device is not _backend.cpu:
+        dev = _backend.as_device(device)
+        if dev.type != "cpu":
+            return _backend.to_device(arr, dev)
+    return arr
+
+
+def _grad_leaf(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        if t._data.dtype.kind not in "fc":
+            # NOTE(pytorch): factories word this differently from Tensor.requires_grad_()
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
+        t._rg = True
+    return t
+
+
+def _like_device(x):
+    return _backend.cpu if type(x) is np.ndarray else _backend.device_of(x)
+
+
+# --- the records: forwards on arrays ---
+def _factory(schema, fwd, *, samples, extra=None):
+    """A factory record; published through the front ends below, compared with torch's own."""
+    name = schema[: schema.index("(")].split(".")[0]
+    oracle = ("Tensor." if name.startswith("new_") else "torch.") + name
+    return defop(schema, fwd, samples=samples, api=False, method=False, torch=oracle, extra=extra)
+
+
+def _rand_array(size, generator, dtype, device):
+    dt = _dt(dtype)
+    if dt.kind != "f":
+        raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{D.SHORT_NAMES[dt]}\'')
+    draw = _rng(generator, device).random(size, dtype=dt if dt.itemsize >= 4 else np.float32)
+    return _place(draw.astype(dt, copy=False), device)
+
+
+def _randn_array(size, generator, dtype, device):
+    dt = _dt(dtype)
+    if dt.kind not in "fc":
+        raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{D.SHORT_NAMES[dt]}\'')
+    draw = _rng(generator, device).standard_normal(size, dtype=dt if dt.itemsize >= 4 else np.float32)
+    return _place(draw.astype(dt, copy=False), device)
+
+
+def _randint_array(low, high, size, generator, dtype, device):
+    draw = _rng(generator, device).integers(low, high, size=size)
+    return _place(draw.astype(_dt(dtype, D.int64)), device)
+
+
+def _filled(make):
+    """A forward ``(size, *, dtype, layout, device, pin_memory)`` making ``make(size, dtype)``."""
+    return lambda size, dtype, layout, device, pin, *mf: _place(make(size, _dt(dtype)), device)
+
+
+def _full_fwd(size, value, dtype, layout, device, pin):
+    dt = _infer_dtype(value).np if dtype is None else _dt(dtype)  # aten::full infers it too
+    return _place(np.full(size, value, dt), device)
+
+
+def _arange_fwd(start, end, step, dtype, layout, device, pin):
+    dt = _infer_dtype([start, end, step]).np if dtype is None else _dt(dtype)
+    return _place(np.arange(start, end, step).astype(dt), device)
+
+
+def _linspace_fwd(start, end, steps, dtype, layout, device, pin):
+    return _place(np.linspace(start, end, steps).astype(_dt(dtype)), device)
+
+
+def _eye_fwd(n, m, dtype, layout, device, pin):
+    return _place(np.eye(n, m, dtype=_dt(dtype)), device)
+
+
+_OPT = f"*, {_FACTORY_ARGS}"
+_GEN = f"*, Generator? generator=None, {_FACTORY_ARGS}"
+_MF = "MemoryFormat? memory_format=None"
+_zeros = _factory(f"zeros(SymInt[] size, {_OPT}) -> Tensor", _filled(np.zeros), samples=_sizes)
+_ones = _factory(f"ones(SymInt[] size, {_OPT}) -> Tensor", _filled(np.ones), samples=_sizes)
+_empty = _factory(f"empty.memory_format(SymInt[] size, {_OPT}, {_MF}) -> Tensor", _filled(np.empty),
+                  samples=_drawn)
+_full = _factory(f"full(SymInt[] size, Scalar fill_value, {_OPT}) -> Tensor", _full_fwd,
+                 samples=lambda rng: [sample("2x3", (2, 3), 1.5), sample("int", (4,), 7)])
+_arange = _factory(f"arange.start_step(Scalar start, Scalar end, Scalar step=1, {_OPT}) -> Tensor",
+                   _arange_fwd,
+                   samples=lambda rng: [sample("ints", 1, 7, 2), sample("floats", 0.5, 2.0, 0.25)])
+_linspace = _factory(f"linspace(Scalar start, Scalar end, int steps, {_OPT}) -> Tensor", _linspace_fwd,
+                     samples=lambda rng: [sample("5", -1.0, 1.0, 5)])
+_eye = _factory(f"eye.m(SymInt n, SymInt m, {_OPT}) -> Tensor", _eye_fwd,
+                samples=lambda rng: [sample("3x2", 3, 2)])
+_rand = _factory(f"rand(SymInt[] size, {_GEN}) -> Tensor",
+                 lambda size, g, dtype, layout, device, pin: _rand_array(size, g, dtype, device),
+                 samples=_drawn, extra=_RANDOM)
+_randn = _factory(f"randn(SymInt[] size, {_GEN}) -> Tensor",
+                  lambda size, g, dtype, layout, device, pin: _randn_array(size, g, dtype, device),
+                  samples=_drawn, extra=_RANDOM)
+_randint = _factory(f"randint.low(SymInt low, SymInt high, SymInt[] size, {_GEN}) -> Tensor",
+                    lambda lo, hi, size, g, dtype, layout, device, pin:
+                    _randint_array(lo, hi, size, g, dtype, device),
+                    samples=_drawn, extra=_RANDOM)
+
+
+# The *_like and new_* forms read shape, dtype and device from their tensor argument's array.
+def _like_fwd(make):
+    def fwd(x, dtype, layout, device, pin, mf):
+        dt = x.dtype if dtype is None else _dt(dtype)
+        return _place(make(x.shape, dt), _like_device(x) if device is None else device)
+    return fwd
+
+
+def _full_like_fwd(x, value, dtype, layout, device, pin, mf):
+    dt = x.dtype if dtype is None else _dt(dtype)
+    return _place(np.full(x.shape, value, dt), _like_device(x) if device is None else device)
+
+
+def _drawn_like(draw):
+    """A random ``*_like`` forward: ``draw(shape, generator, dtype, device)``."""
+    def fwd(x, g, dtype, layout, device, pin, mf):
+        return draw(x.shape, g, D._FROM_NP[x.dtype] if dtype is None else dtype,
+                    _like_device(x) if device is None else device)
+    return fwd
+
+
+def _randint_like_fwd(x, lo, hi, dtype, layout, device, pin, mf):
+    return _randint_array(lo, hi, x.shape, None, D._FROM_NP[x.dtype] if dtype is None else dtype,
+                          _like_device(x) if device is None else device)
+
+
+def _new_fwd(make):
+    def fwd(x, size, dtype, layout, device, pin):
+        dt = x.dtype if dtype is None else _dt(dtype)
+        return _place(make(size, dt), _like_device(x) if device is None else device)
+    return fwd
+
+
+def _new_full_fwd(x, size, value, dtype, layout, device, pin):
+    dt = x.dtype if dtype is None else _dt(dtype)
+    return _place(np.full(size, value, dt), _like_device(x) if device is None else device)
+
+
+def _one_row(extra=()):
+    return lambda rng: [sample("2x3", rng.standard_normal((1,)), (2, 3), *extra)]
+
+
+_LIKE = f"{_OPT}, {_MF}"
+_zeros_like = _factory(f"zeros_like(Tensor self, {_LIKE}) -> Tensor", _like_fwd(np.zeros),
+                       samples=_like_samples)
+_ones_like = _factory(f"ones_like(Tensor self, {_LIKE}) -> Tensor", _like_fwd(np.ones),
+                      samples=_like_samples)
+_empty_like = _factory(f"empty_like(Tensor self, {_LIKE}) -> Tensor", _like_fwd(np.empty),
+                       samples=_drawn)
+_full_like = _factory(f"full_like(Tensor self, Scalar fill_value, {_LIKE}) -> Tensor", _full_like_fwd,
+                      samples=lambda rng: [sample("2x3", rng.standard_normal((2, 3)), 2.5)])
+_rand_like = _factory(f"rand_like(Tensor self, {_GEN}, {_MF}) -> Tensor", _drawn_like(_rand_array),
+                      samples=_drawn, extra=_RANDOM)
+_randn_like = _factory(f"randn_like(Tensor self, {_GEN}, {_MF}) -> Tensor", _drawn_like(_randn_array),
+                       samples=_drawn, extra=_RANDOM)
+_randint_like = _factory(f"randint_like.low_dtype(Tensor self, SymInt low, SymInt high, {_LIKE}) -> Tensor",
+                         _randint_like_fwd, samples=_drawn, extra=_RANDOM)
+_new_zeros = _factory(f"new_zeros(Tensor self, SymInt[] size, {_OPT}) -> Tensor", _new_fwd(np.zeros),
+                      samples=_one_row())
+_new_ones = _factory(f"new_ones(Tensor self, SymInt[] size, {_OPT}) -> Tensor", _new_fwd(np.ones),
+                     samples=_one_row())
+_new_empty = _factory(f"new_empty(Tensor self, SymInt[] size, {_OPT}) -> Tensor", _new_fwd(np.empty),
+                      samples=_drawn)
+_new_full = _factory(f"new_full(Tensor self, SymInt[] size, Scalar fill_value, {_OPT}) -> Tensor",
+                     _new_full_fwd, samples=_one_row((4.0,)))
+
+
+# --- the public functions: PyTorch's Python signatures over the records ---
+def _dtype_arg(dtype):
+    return None if dtype is None else D.to_dtype(dtype)
+
+
+def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          pin_memory=False) -> Tensor:
+    _check(device)
+    return _grad_leaf(dispatch(_zeros, (_size(size), _dtype_arg(dtype), layout, device, None)), requires_grad)
+
+
+def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+         pin_memory=False) -> Tensor:
+    _check(device)
+    return _grad_leaf(dispatch(_ones, (_size(size), _dtype_arg(dtype), layout, device, None)), requires_grad)
+
+
+def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          pin_memory=False, memory_format=None) -> Tensor:
+    _check(device)
+    return _grad_leaf(dispatch(_empty, (_size(size), _dtype_arg(dtype), layout, device, None, None)),
+                      requires_grad)
+
+
+def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+         pin_memory=False) -> Tensor:
+    _check(device)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    if dtype is None:
+        dtype = _infer_dtype(fill_value)
+    return _grad_leaf(dispatch(_full, (_size((size,)), fill_value, D.to_dtype(dtype), layout, device, None)),
+                      requires_grad)
+
+
+def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+           requires_grad=False, pin_memory=False) -> Tensor:
+    _check(device)
+    if end is None:
+        start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) / step < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    if dtype is None:
+        dtype = _infer_dtype([start, end, step])
+    return _grad_leaf(dispatch(_arange, (start, end, step, D.to_dtype(dtype), layout, device, None)),
+                      requires_grad)
+
+
+def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False, pin_memory=False) -> Tensor:
+    _check(device)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    return _grad_leaf(dispatch(_linspace, (start, end, steps, _dtype_arg(dtype), layout, device, None)),
+                      requires_grad)
+
+
+def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+        pin_memory=False) -> Tensor:
+    _check(device)
+    return _grad_leaf(dispatch(_eye, (n, n if m is None else m, _dtype_arg(dtype), layout, device, None)),
+                      requires_grad)
+
+
+def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+         requires_grad=False, pin_memory=False) -> Tensor:
+    _check(device)
+    return _grad_leaf(dispatch(_rand, (_size(size), generator, _dtype_arg(dtype), layout, device, None)),
+                      requires_grad)
+
+
+def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False, pin_memory=False) -> Tensor:
+    _check(device)
+    return _grad_leaf(dispatch(_randn, (_size(size), generator, _dtype_arg(dtype), layout, device, None)),
+                      requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
+            device=None, requires_grad=False, pin_memory=False) -> Tensor:
+    _check(device)
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high  # the randint(high, size) overload
+    elif high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing 1 required positional arguments: \"size\"")
+    return _grad_leaf(dispatch(_randint, (low, high, tuple(size), generator, _dtype_arg(dtype), layout,
+                                          device, None)), requires_grad)
+
+
+def _like(rec, random=False):
+    def like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None,
+             generator=None, pin_memory=False):
+        _check(device)
+        rest = (_dtype_arg(dtype), layout, device, None, memory_format)
+        args = (input, generator) + rest if random else (input,) + rest
+        return _grad_leaf(dispatch(rec, args), requires_grad)
+
+    like.__name__ = like.__qualname__ = rec.name
+    return like
+
+
+zeros_like = _like(_zeros_like)
+ones_like = _like(_ones_like)
+empty_like = _like(_empty_like)
+rand_like = _like(_rand_like, random=True)
+randn_like = _like(_randn_like, random=True)
+
+
+def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None, pin_memory=False) -> Tensor:
+    _check(device)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return _grad_leaf(dispatch(_full_like, (input, fill_value, _dtype_arg(dtype), layout, device, None,
+                                            memory_format)), requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None, pin_memory=False) -> Tensor:
+    _check(device)
+    if high is None:
+        low, high = 0, low
+    return _grad_leaf(dispatch(_randint_like, (input, low, high, _dtype_arg(dtype), layout, device, None,
+                                               memory_format)), requires_grad)
+
+
+def _new(rec):
+    def new(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        _check(device)
+        return _grad_leaf(dispatch(rec, (self, _size(size), _dtype_arg(dtype), layout, device, None)),
+                          requires_grad)
+
+    new.__name__ = new.__qualname__ = rec.name
+    return new
+
+
+def _new_full_method(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+                     layout=None, pin_memory=False):
+    _check(device)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return _grad_leaf(dispatch(_new_full, (self, _size((size,)), fill_value, _dtype_arg(dtype), layout,
+                                           device, None)), requires_grad)
+
+
+Tensor.new_zeros = _new(_new_zeros)
+Tensor.new_ones = _new(_new_ones)
+Tensor.new_empty = _new(_new_empty)
+Tensor.new_full = _new_full_method
+
+for _name in ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "rand", "randn", "randint",
+              "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"):
+    NAMESPACES[""][_name] = globals()[_name]
