@@ -6,9 +6,10 @@ the work. It also attaches ``Tensor.backward`` (the tensor layer sits below the 
 
 from __future__ import annotations
 
+from .._ops.factory import ones_like
 from .._tensor import Size, Tensor
 from .engine import run_backward
-from .graph import shared_view
+from .node import shared_view
 
 __all__ = ["backward", "grad"]
 
@@ -53,18 +54,12 @@ def _make_grads(outputs, grads, is_grads_batched=False):
                     raise RuntimeError(
                         f"grad can be implicitly created only for real scalar outputs but got {o.dtype}"
                     )
-                out.append(Tensor._make(_ones_like(o._data), None, 0, None))
+                out.append(ones_like(o))  # an op: a dispatch mode sees the root gradient made
             else:
                 out.append(None)
         else:
             raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
     return out
-
-
-def _ones_like(a):
-    from .._backend import namespace_of
-
-    return namespace_of(a).ones(a.shape, a.dtype)
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None,

@@ -15,9 +15,10 @@ from .. import _backend
 from .._backend.streams import in_use as _streams_in_use
 from .._tensor import Tensor, gradient_edge, refresh_view
 from . import anomaly_mode as _anomaly
-from . import graph as _graph
+from . import saved as _saved
+from .dispatch_mode import active as _modes  # non-empty while any dispatch mode is entered
 from .grad_mode import state as _gs
-from .graph import AccumulateGrad, GraphRoot
+from .node import AccumulateGrad, GraphRoot, shared_view
 
 __all__ = ["run_backward", "queue_callback", "will_execute_node", "current_task", "Variable"]
 
@@ -100,12 +101,12 @@ def _in_fresh_thread(fn, *args):
     """Run ``fn(*args)`` in a new thread carrying this thread's grad mode and saved-tensor
     hooks; return its result or raise its exception here."""
     grad_enabled, inference = _gs.grad_enabled, _gs.inference
-    hooks, hooks_disabled = _graph._hooks.stack[:], _graph._hooks.disabled
+    hooks, hooks_disabled = _saved._hooks.stack[:], _saved._hooks.disabled
     result = [None, None]
 
     def body():
         _gs.grad_enabled, _gs.inference = grad_enabled, inference
-        _graph._hooks.stack[:], _graph._hooks.disabled = hooks, hooks_disabled
+        _saved._hooks.stack[:], _saved._hooks.disabled = hooks, hooks_disabled
         try:
             result[0] = fn(*args)
         except BaseException as e:  # re-raised in the waiting thread
@@ -456,8 +457,9 @@ def _add(buf, ready, consumer, nr, g, producer) -> None:
 
 def _sum(old, g):
     """Two gradients meeting in an input buffer. Without create_graph the sum needs no graph,
-    so it is computed on the arrays (a fan-in of 500 pays 500 of these)."""
-    if _gs.grad_enabled or type(old) is not Tensor or type(g) is not Tensor:
+    so it is computed on the arrays (a fan-in of 500 pays 500 of these); under a dispatch mode
+    it is the op ``add``, so a capture records it."""
+    if _gs.grad_enabled or _modes or type(old) is not Tensor or type(g) is not Tensor:
         return old + g
     a, b = old._data, g._data
     if a.shape != b.shape or a.dtype != b.dtype:
@@ -517,7 +519,7 @@ def _tensor_hooks(node, extra, grads, create_graph):
         # accumulated in place), so pass it on as a shared view, which AccumulateGrad copies.
         g = grads[0]
         if g is not None and not g._rg:
-            grads[0] = _graph.shared_view(g)
+            grads[0] = shared_view(g)
     return grads
 
 
@@ -533,7 +535,7 @@ def _post_hooks(node, outputs, grads):
         if r is not None:
             outputs = _hook_result(fn, r, outputs)
     if outputs is not first and not _gs.grad_enabled:  # see _tensor_hooks: never alias a hook's value
-        outputs = tuple(o if o is None or o is f or o._rg else _graph.shared_view(o)
+        outputs = tuple(o if o is None or o is f or o._rg else shared_view(o)
                         for o, f in zip(outputs, first, strict=True))
     return outputs
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._tensor import Tensor
+from ..autograd.dispatch_mode import active as _modes  # non-empty while any dispatch mode is entered
+from ..autograd.grad_mode import no_grad
 from .optimizer import Optimizer, _new_state, _to_scalar
 
 __all__ = ["SGD"]
@@ -57,6 +59,9 @@ class SGD(Optimizer):
                 grad = None if m is None else m.grad
                 if grad is None:
                     continue
+                if _modes:
+                    _step_ops(p, grad, self.state[p], lr, momentum, dampening, wd, nesterov, maximize)
+                    continue
                 pa, g = p._data, grad._data
                 g = self._update_grad(pa, g, maximize, wd)
                 if momentum != 0:
@@ -86,3 +91,21 @@ class SGD(Optimizer):
                 np.subtract(pa, t1, out=pa)
                 p._bump()
         return loss
+
+
+def _step_ops(p, grad, state, lr, momentum, dampening, wd, nesterov, maximize) -> None:
+    """The same update as ``step``'s array code, in Tensor ops: under a dispatch mode (a capture)
+    every computation of the step is a call the mode sees."""
+    with no_grad():
+        g = grad.neg() if maximize else grad
+        if wd != 0:
+            g = p.mul(wd).add(g)
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = g.clone()
+            else:
+                buf.mul_(momentum)
+                buf.add_(g if dampening == 0 else g.mul(1 - dampening))
+            g = g.add(buf.mul(momentum)) if nesterov else buf
+        p.sub_(g.mul(lr))
