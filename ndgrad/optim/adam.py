@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dtype import float32
+from .._ops.factory import zeros, zeros_like
 from .._tensor import Tensor
+from ..autograd.dispatch_mode import active as _modes  # non-empty while any dispatch mode is entered
+from ..autograd.grad_mode import no_grad
 from .optimizer import Optimizer, _new_state, _real, _to_scalar, _zero_step
 
 __all__ = ["Adam"]
@@ -19,6 +23,46 @@ def _lerp_(a: np.ndarray, end: np.ndarray, w: float, tmp: np.ndarray) -> None:
     else:
         tmp *= 1 - w
         np.subtract(end, tmp, out=a)
+
+
+def _step_ops(p, grad, state, lr, beta1, beta2, eps, wd, amsgrad, maximize, decoupled) -> None:
+    """``Adam.step``'s array code in Tensor ops, bit for bit: under a dispatch mode (a capture)
+    every computation of the step is a call the mode sees. (Complex parameters, updated as
+    real pairs, keep the array code.)"""
+    with no_grad():
+        if len(state) == 0:
+            state["step"] = zeros((), dtype=float32)
+            state["exp_avg"] = zeros_like(p)
+            state["exp_avg_sq"] = zeros_like(p)
+            if amsgrad:
+                state["max_exp_avg_sq"] = zeros_like(p)
+        state["step"].add_(1)
+        step = float(state["step"].item())
+        g = grad
+        if wd != 0 and not decoupled:
+            g = p.mul(wd).sub(g) if maximize else p.mul(wd).add(g)
+        elif maximize:
+            g = g.neg()
+        if decoupled and wd != 0:
+            p.mul_(1 - lr * wd)
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        w = 1 - beta1
+        if w < 0.5:  # torch's two-sided lerp, as _lerp_
+            exp_avg.add_(g.sub(exp_avg).mul(w))
+        else:
+            exp_avg.copy_(g.sub(g.sub(exp_avg).mul(1 - w)))
+        exp_avg_sq.mul_(beta2)
+        exp_avg_sq.add_(g.mul(1 - beta2).mul(g))
+        step_size = lr / (1 - beta1**step)
+        bc2_sqrt = (1 - beta2**step) ** 0.5
+        if amsgrad:
+            mx = state["max_exp_avg_sq"]
+            mx.copy_(mx.maximum(exp_avg_sq))
+            denom = mx.sqrt()
+        else:
+            denom = exp_avg_sq.sqrt()
+        denom = denom.div(bc2_sqrt).add(eps)
+        p.add_(exp_avg.div(denom).mul(-step_size))
 
 
 class Adam(Optimizer):
@@ -74,6 +118,9 @@ class Adam(Optimizer):
                 if grad is None:
                     continue
                 state = self.state[p]
+                if _modes and p._data.dtype.kind != "c":
+                    _step_ops(p, grad, state, lr, beta1, beta2, eps, wd, amsgrad, maximize, decoupled)
+                    continue
                 if len(state) == 0:
                     state["step"] = _zero_step()
                     state["exp_avg"] = _new_state(np.zeros_like(p._data))
