@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
-from ..._ops.factory import empty
+from ..._ops.factory import empty, zeros_like
 from ..._ops.registry import OPS
-from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -35,8 +33,7 @@ def _float_mask(mask, dtype):
     """PyTorch's canonical mask: bool True (not allowed) becomes ``-inf``, floats pass through."""
     if mask is None or mask.dtype.is_floating_point:
         return mask
-    out = np.where(mask._data, -np.inf, 0.0).astype(dtype.np if hasattr(dtype, "np") else dtype)
-    return Tensor._make(out, None, 0, None)
+    return zeros_like(mask, dtype=dtype).masked_fill_(mask, float("-inf"))  # ops: a mode sees them
 
 
 class MultiheadAttention(Module):
