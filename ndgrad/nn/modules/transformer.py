@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-
 from ..._ops.factory import empty, zeros_like
 from ..._ops.registry import OPS
 from .. import functional as F
