@@ -1,8 +1,9 @@
 """ndgrad: PyTorch's autograd rebuilt in Python over NumPy arrays (``import ndgrad as torch``).
 
-Layers, bottom up: ``_backend`` (devices, array namespaces), ``autograd.graph``/``grad_mode``
-(nodes, saved tensors), ``_tensor`` (Tensor), ``_ops`` (every op, one dispatch point),
-``autograd`` engine and friends, then libraries (``nn``). See docs/ARCHITECTURE.md.
+Layers, bottom up: ``_backend`` (devices, array namespaces), ``autograd.node``/``saved``/
+``grad_mode``/``dispatch_mode`` (nodes, saved tensors, modes), ``_tensor`` (Tensor), ``_ops``
+(every op, one dispatch point), ``autograd`` engine and friends, then libraries (``nn``). See
+docs/ARCHITECTURE.md; tests/test_layers.py holds the layer map and checks every import.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ import numpy as np
 
 from . import _backend
 from . import _dtype as D
-from .autograd import graph
+from .autograd.node import AccumulateGrad, RemovableHandle, _HookDict
+from .autograd.saved import modified_msg
 from .autograd.grad_mode import state as _grad_state
 
 __all__ = ["Tensor"]
@@ -229,7 +230,7 @@ class Tensor:
         """A saved input stored as itself (it was at version 0 when saved; see SavedTensor)."""
         vc = self._vc
         if vc is not None and vc[0]:
-            raise RuntimeError(graph.modified_msg(self, vc[0], 0))
+            raise RuntimeError(modified_msg(self, vc[0], 0))
         return self
 
     def _bump(self) -> None:
@@ -392,11 +393,11 @@ class Tensor:
             return self._grad_fn._register_tensor_pre_hook(self._output_nr, hook)
         m = self._get_meta()
         if m.hooks is None:  # shared with the AccumulateGrad node, whenever that is created
-            m.hooks = graph._HookDict()
+            m.hooks = _HookDict()
             acc = m.acc() if m.acc is not None else None
             if acc is not None:
                 acc._get_extra().tensor_pre_hooks[0] = m.hooks
-        h = graph.RemovableHandle(m.hooks)
+        h = RemovableHandle(m.hooks)
         m.hooks[h.id] = hook
         return h
 
@@ -408,8 +409,8 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         m = self._get_meta()
         if m.post_acc_hooks is None:
-            m.post_acc_hooks = graph._HookDict()
-        h = graph.RemovableHandle(m.post_acc_hooks)
+            m.post_acc_hooks = _HookDict()
+        h = RemovableHandle(m.post_acc_hooks)
         m.post_acc_hooks[h.id] = hook
         return h
 
@@ -510,7 +511,7 @@ def grad_accumulator(t):
         m = t._meta = AutogradMeta()
     acc = m.acc() if m.acc is not None else None
     if acc is None:
-        acc = graph.AccumulateGrad(t)
+        acc = AccumulateGrad(t)
         if m.hooks is not None:
             acc._get_extra().tensor_pre_hooks[0] = m.hooks
         m.acc = weakref.ref(acc)
@@ -560,6 +561,3 @@ def move_retains_grad(t, old_fn, old_nr) -> None:
     fn = None if extra is None else extra.retains_grad_hooks.pop(old_nr, None)
     if fn is not None and t._grad_fn is not None:
         t._grad_fn._get_extra().retains_grad_hooks[t._output_nr] = fn
-
-
-graph._tensor_cls = Tensor

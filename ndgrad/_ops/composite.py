@@ -24,7 +24,7 @@ def _call(name):
 
 # --- copies and conversions ---
 defop("clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor", lambda x, memory_format: x.copy(),
-      {"self": lambda grad: grad},
+      {"self": lambda grad: grad}, jvp="linear",
       samples=lambda rng: [sample("2d", rng.standard_normal((3, 4))), sample("nc", nc(rng.standard_normal((3, 4))))])
 
 def _copy_to(x, dtype, device):
@@ -36,7 +36,7 @@ def _copy_to(x, dtype, device):
 
 _to_copy = defop("_to_copy(Tensor self, *, ScalarType? dtype=None, Device? device=None) -> Tensor", _copy_to,
                  {"self": lambda grad, self_device: grad if grad.device == self_device else grad.to(self_device)},
-                 method=False, api=False,
+                 jvp="linear", method=False, api=False,
                  samples=lambda rng: [sample("to_f32", rng.standard_normal((3,)), dtype=D.float32),
                                       sample("same", rng.standard_normal((3,)), dtype=D.float64)]).call
 
@@ -128,6 +128,7 @@ _copy_from = defop("_copy_from(Tensor self, Tensor src, bool non_blocking=False)
                    lambda x, src, non_blocking: _copy_values(x, src),
                    {"self": lambda grad: grad * 0,
                     "src": lambda grad, src_device: grad if grad.device == src_device else grad.to(src_device)},
+                   jvp="linear",
                    method=False, api=False, inplace="copy_", extra={"cross_device": True},
                    samples=lambda rng: [sample("same", rng.standard_normal((3, 4)), rng.standard_normal((3, 4))),
                                         sample("bcast", rng.standard_normal((3, 4)), rng.standard_normal((4,)))])
@@ -149,7 +150,7 @@ def _copy_values(x, src):
 
 defop("_fill(Tensor self, Tensor value) -> Tensor",
       lambda x, value: _fill_values(x, value),
-      {"self": lambda grad: grad * 0, "value": lambda grad: grad.sum()},
+      {"self": lambda grad: grad * 0, "value": lambda grad: grad.sum()}, jvp="linear",
       method=False, api=False, inplace="fill_",
       samples=lambda rng: [sample("scalar", rng.standard_normal((3, 4)), 1.5),
                            sample("tensor", rng.standard_normal((3, 4)), rng.standard_normal(()))])

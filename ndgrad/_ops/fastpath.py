@@ -15,7 +15,8 @@ import numpy as np
 
 from .. import _backend
 from .._tensor import Tensor, ViewInfo, grad_accumulator, refresh_view
-from ..autograd.graph import SECOND_BACKWARD_MSG, _seq, hooks_in_use, save_input, save_output
+from ..autograd.node import SECOND_BACKWARD_MSG, _seq
+from ..autograd.saved import hooks_in_use, save_input, save_output
 from ..autograd.grad_mode import state as _gs
 
 T_TENSOR = 1
@@ -44,6 +45,7 @@ def _env(rec):
         "_refresh": refresh_view, "_acc": grad_accumulator, "_seq": _seq_next, "_gs": _gs,
         "_si": save_input, "_so": save_output, "_cpu": _backend.cpu, "_meta": _backend.meta_of, "_FLOATY": _FLOATY,
         "_BOOL": _BOOL, "_HU": hooks_in_use, "_fwd": rec.fwd, "_Node": rec.node_cls, "_MSG": SECOND_BACKWARD_MSG,
+        "_strides": elem_strides,
     }
     _ENVS.append(env)
     return env
@@ -224,6 +226,8 @@ def _node_lines(rec, scalar_ok, env, ind):
             args.append(f"(x{pos}.shape if tp{pos} is _T else ())" if pos in scalar_ok else f"x{pos}.shape")
         elif kind == "device":
             args.append(f"{p}.device" if pos not in scalar_ok else f"({p}.device if tp{pos} is _T else _cpu)")
+        elif kind == "strides":
+            args.append(f"_strides(x{pos})" if pos not in scalar_ok else f"(_strides(x{pos}) if tp{pos} is _T else ())")
         else:
             args.append(f"{p}.dtype" if pos not in scalar_ok else f"({p}.dtype if tp{pos} is _T else None)")
     raw = [params[pos] for kind, pos in rec.arg_plan if kind == "raw"]
@@ -242,12 +246,20 @@ def _node_lines(rec, scalar_ok, env, ind):
         elif pos in scalar_ok:
             val = f"(({_save_expr(params[pos].name)}) if tp{pos} is _T else _Sc({params[pos].name}))"
         else:
-            val = _save_expr(params[pos].name)
-        saved.append(f"({val} if {cond} else None)")
+            val = f"({_save_expr(params[pos].name)})"
+        # A node exists only when some edge does: a value every formula reads needs no test.
+        every = len(rec.save_need[k]) == len(rec.diff_pos)
+        saved.append(val if every else f"({val} if {cond} else None)")
     L.append(ind + f"node._saved = ({''.join(v + ', ' for v in saved)})")
     L += [ind + "node._in_meta = (out.shape, out.dtype, _cpu, None) if type(out) is _nd else _meta(out)",
           ind + "t._grad_fn = node", ind + "t._rg = True"]
     return L
+
+
+def elem_strides(a) -> tuple:
+    """An array's strides in elements, as PyTorch's ``_saved_<name>_sym_strides``."""
+    n = a.itemsize
+    return tuple([s // n for s in a.strides])
 
 
 def _save_expr(p: str) -> str:
@@ -282,12 +294,21 @@ def node_apply(rec):
         L.append("    A = self._args")
     if rec.uses_needs:
         L.append("    N = tuple(x is not None for x in e)")
+    # Each saved value is unpacked once per application (unpack hooks run once, as PyTorch's):
+    # inline in the one formula that reads it, or up front when several do. It is stored only
+    # when a formula reading it will run (``rec.save_need``), so None means "not needed".
+    readers = [sum(f"S[{k}]" in srcs for _, _, _, srcs in rec.vjp_plan) for k in range(rec.n_saved)]
+    for k in range(rec.n_saved):
+        if readers[k] > 1:
+            L.append(f"    s{k} = None if (u{k} := saved[{k}]) is None else "
+                     f"u{k} if type(u{k}) is _T and u{k}._vc is None else u{k}._unpack_saved(self)")
     out = ["None"] * n
     for k, (slot, f, _, srcs) in enumerate(rec.vjp_plan):
         env[f"_f{k}"] = f
         args = ", ".join(
             "g" if s == "G[0]" else "grads" if s == "G" else "N" if s == "N"
-            else _unpack_expr(s[2:-1]) if s.startswith("S[") else s
+            else (f"s{s[2:-1]}" if readers[int(s[2:-1])] > 1 else _unpack_expr(s[2:-1]))
+            if s.startswith("S[") else s
             for s in srcs
         )
         if type(slot) is int and _is_identity(f):  # add's ``lambda grad: grad``: no call

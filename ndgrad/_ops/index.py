@@ -51,7 +51,8 @@ def _index_backward(grad, shape, key):
 
 
 index_backward = defop("_index_backward(Tensor grad, int[] shape, Any key) -> Tensor", _index_backward,
-                       {"grad": lambda grad, key: index_adv(grad, key)}, method=False, api=False).call
+                       {"grad": lambda grad, key: index_adv(grad, key)}, jvp="linear",
+                       method=False, api=False).call
 
 
 def _index(x, key):
@@ -63,7 +64,7 @@ def _index(x, key):
 
 index_adv = defop("_index(Tensor self, Any key) -> Tensor", _index,
                   {"self": lambda grad, self_shape, key: index_backward(grad, self_shape, key)},
-                  method=False, api=False,
+                  jvp="linear", method=False, api=False,
                   samples=lambda rng: [
                       sample("int_array", rng.standard_normal((5, 3)), (np.array([0, 2, 2, 4]),)),
                       sample("bool_mask", rng.standard_normal((3, 4)), (rng.standard_normal((3, 4)) > 0,)),
@@ -87,7 +88,7 @@ def _index_put_self_grad(grad, key, accumulate):
 
 index_put = defop(
     "_index_put(Tensor self, Any key, Tensor values, bool accumulate=False) -> Tensor", _index_put,
-    {"self": _index_put_self_grad, "values": lambda grad, key: index_adv(grad, key)},
+    {"self": _index_put_self_grad, "values": lambda grad, key: index_adv(grad, key)}, jvp="linear",
     promote=1, promote_args=("self",), method=False, api=False, inplace="_index_put_",
     samples=lambda rng: [
         sample("put", rng.standard_normal((5, 3)), (np.array([0, 3]),), rng.standard_normal((2, 3))),
@@ -158,7 +159,7 @@ def _gather(x, dim, index, sparse_grad):
 gather = defop(
     "gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", _gather,
     {"self": lambda grad, self_shape, dim, index: scatter_add(grad.new_zeros(self_shape), dim, index, grad)},
-    samples=lambda rng: [
+    jvp="linear", samples=lambda rng: [
         sample("dim1", rng.standard_normal((3, 4)), 1, np.array([[0, 1, 1], [3, 3, 0], [2, 0, 1]])),
         sample("neg_dim_small", nc(rng.standard_normal((3, 4))), -2, np.array([[2, 0], [2, 2]])),
         sample("int32", rng.standard_normal((2, 3, 2)), 2, np.array([[[1], [0]]], np.int32)),
@@ -234,11 +235,12 @@ def _scatter_self_grad(grad, dim, index):
 scatter_src = defop(
     "scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", _scatter,
     {"self": _scatter_self_grad, "src": lambda grad, dim, index: grad.gather(dim, index)},
-    api=False, method=False, torch="torch.scatter", samples=_scatter_samples(False))
+    jvp="linear", api=False, method=False, torch="torch.scatter", samples=_scatter_samples(False))
 scatter_value = defop(
     "scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", _scatter,
-    {"self": _scatter_self_grad}, api=False, method=False, torch="torch.scatter",
-    samples=_scatter_samples(True))
+    {"self": _scatter_self_grad},
+    jvp=lambda self_t, dim, index: scatter_value.call(self_t, dim, index, 0),
+    api=False, method=False, torch="torch.scatter", samples=_scatter_samples(True))
 # NOTE(pytorch): scatter with reduce= has no derivative (torch raises at backward, so do we).
 scatter_reduce_src = defop(
     "scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor", _scatter,
@@ -291,7 +293,7 @@ def _scatter_add(x, dim, index, src):
 scatter_add = defop(
     "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", _scatter_add,
     {"self": lambda grad: grad, "src": lambda grad, dim, index: grad.gather(dim, index)},
-    inplace="scatter_add_",
+    jvp="linear", inplace="scatter_add_",
     samples=lambda rng: [
         sample("dup", rng.standard_normal((3, 4)), 1, np.array([[0, 0, 3], [2, 2, 2], [1, 0, 1]]),
                rng.standard_normal((3, 3))),
@@ -328,7 +330,7 @@ def _index_select(x, dim, index):
 index_select = defop(
     "index_select(Tensor self, int dim, Tensor index) -> Tensor", _index_select,
     {"self": lambda grad, self_shape, dim, index: grad.new_zeros(self_shape).index_add(dim, index, grad)},
-    samples=lambda rng: [
+    jvp="linear", samples=lambda rng: [
         sample("dup", rng.standard_normal((3, 4)), 1, np.array([0, 3, 3, 1, 0])),
         sample("nc_neg_dim", nc(rng.standard_normal((3, 4))), -2, np.array([2, 0])),
         sample("int32_0d_index", rng.standard_normal((4, 2)), 0, np.array(3, np.int32)),
@@ -387,7 +389,8 @@ def _index_add_source_grad(grad, dim, index, alpha, source_shape):
 
 index_add = defop(
     "index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", _index_add,
-    {"self": lambda grad: grad, "source": _index_add_source_grad}, inplace="index_add_",
+    {"self": lambda grad: grad, "source": _index_add_source_grad}, jvp="linear",
+    inplace="index_add_",
     samples=lambda rng: [
         sample("dup", rng.standard_normal((3, 4)), 1, np.array([0, 3, 3, 0, 0]), rng.standard_normal((3, 5))),
         sample("alpha_nc", nc(rng.standard_normal((3, 4))), 0, np.array([2, 2]), nc(rng.standard_normal((2, 4))),
@@ -426,12 +429,13 @@ def _masked_fill_samples(value):
 
 masked_fill_scalar = defop(
     "masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", _masked_fill,
-    {"self": lambda grad, mask: grad.masked_fill(mask, 0)}, api=False, method=False,
+    {"self": lambda grad, mask: grad.masked_fill(mask, 0)},
+    jvp=lambda self_t, mask: self_t.masked_fill(mask, 0), api=False, method=False,
     torch="torch.masked_fill", inplace="masked_fill_", samples=_masked_fill_samples(False))
 masked_fill_tensor = defop(
     "masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", _masked_fill,
     {"self": lambda grad, mask: grad.masked_fill(mask, 0),
-     "value": lambda grad, mask: where(mask, grad, 0.0).sum()},
+     "value": lambda grad, mask: where(mask, grad, 0.0).sum()}, jvp="linear",
     api=False, method=False, torch="torch.masked_fill", node_name="MaskedFillBackward1",
     samples=_masked_fill_samples(True))
 _masked_fill_tensor_ = definplace(masked_fill_tensor, "masked_fill_.Tensor")
@@ -460,7 +464,7 @@ def _masked_select_grad(grad, self_shape, mask):
 
 masked_select = defop(
     "masked_select(Tensor self, Tensor mask) -> Tensor", _masked_select, {"self": _masked_select_grad},
-    samples=lambda rng: [
+    jvp="linear", samples=lambda rng: [
         sample("same", rng.standard_normal((3, 4)), rng.standard_normal((3, 4)) > 0),
         sample("bcast_mask_nc", nc(rng.standard_normal((3, 4))), rng.standard_normal((3, 1)) > 0),
         sample("bcast_self", rng.standard_normal((4,)), rng.standard_normal((2, 4)) > 0),

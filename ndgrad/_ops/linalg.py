@@ -16,6 +16,7 @@ from .. import _dtype as D
 from .. import return_types
 from .registry import PROMOTE_COMMON as COMMON
 from .._tensor import Tensor
+from .jvp import plus
 from .registry import NAMESPACES, defcomposite, defop
 from .samples import nc, sample
 from .shape import cat
@@ -38,40 +39,53 @@ def _matmul(x, y):
         ) from None
 
 
-def _matmul_self(grad, self, other):
+# Each input's formula reads only the other input (and shapes, strides), so a node saves a
+# value only when the gradient that needs it will be computed (``x @ W``, only W requiring grad:
+# x alone), as PyTorch.
+def _matmul_self(grad, self_shape, other):
     if other.dim() == 1:
-        if self.dim() == 1:
+        if len(self_shape) == 1:
             return grad * other
         return grad.unsqueeze(-1) * other
-    if self.dim() == 1:
+    if len(self_shape) == 1:
         return (grad.unsqueeze(-2) @ other.mT).squeeze(-2)
     return grad @ other.mT
 
 
-def _matmul_other(grad, self, other):
+def _matmul_other(grad, self, other_shape, other_strides):
     if self.dim() == 1:
-        if other.dim() == 1:
+        if len(other_shape) == 1:
             return grad * self
         return self.unsqueeze(-1) * grad.unsqueeze(-2)
-    if other.dim() == 1:
+    if len(other_shape) == 1:
         return (self.mT @ grad.unsqueeze(-1)).squeeze(-1)
-    if other.dim() == 2 and self.dim() > 2:  # a weight shared by a batch: one GEMM over all rows
-        return _weight_grad(self.reshape(-1, self.shape[-1]), grad.reshape(-1, grad.shape[-1]), other)
+    if len(other_shape) == 2 and self.dim() > 2:  # a weight shared by a batch: one GEMM over all rows
+        return _weight_grad(self.reshape(-1, self.shape[-1]), grad.reshape(-1, grad.shape[-1]), other_strides)
     return self.mT @ grad
 
 
-def _weight_grad(mat1, grad, mat2):
+def _weight_grad(mat1, grad, mat2_strides):
     """``mat1.mT @ grad``, the gradient of ``mat2`` in ``mat1 @ mat2``, laid out as ``mat2`` is
     (as PyTorch does): a weight used as ``w.t()`` (every Linear) then gets its gradient back
-    C-contiguous, which ``.grad`` keeps without a copy and the optimizer reads at full speed."""
-    a = mat2._data
-    if a.ndim == 2 and a.flags.f_contiguous and not a.flags.c_contiguous:
+    C-contiguous, which ``.grad`` keeps without a copy and the optimizer reads at full speed.
+    Only ``mat2``'s strides are read, so ``mat2`` itself need not be saved."""
+    if mat2_strides[0] < mat2_strides[1]:  # column-major
         return grad.mT.mm(mat1).mT
     return mat1.mT.mm(grad)
 
 
+def _product_rule(op, a, a_t, b, b_t):
+    """The JVP of a bilinear ``op``: ``op(a_t, b) + op(a, b_t)``, each term only where the input
+    has a tangent."""
+    r = None if a_t is None else op(a_t, b)
+    return r if b_t is None else plus(r, op(a, b_t))
+
+
 defop("matmul(Tensor self, Tensor other) -> Tensor", _matmul,
-      {"self": _matmul_self, "other": _matmul_other}, promote=COMMON,
+      {"self": _matmul_self, "other": _matmul_other},
+      jvp=lambda self_p, self_t, other_p, other_t:
+          _product_rule(Tensor.matmul, self_p, self_t, other_p, other_t),
+      promote=COMMON,
       samples=lambda rng: [
           sample("mm", rng.standard_normal((3, 4)), rng.standard_normal((4, 2))),
           sample("vv", rng.standard_normal((4,)), rng.standard_normal((4,))),
@@ -93,7 +107,10 @@ def _mm(x, y):
 
 
 defop("mm(Tensor self, Tensor mat2) -> Tensor", _mm,
-      {"self": lambda grad, mat2: grad @ mat2.mT, "mat2": lambda grad, self, mat2: _weight_grad(self, grad, mat2)},
+      {"self": lambda grad, mat2: grad @ mat2.mT,
+       "mat2": lambda grad, self, mat2_strides: _weight_grad(self, grad, mat2_strides)},
+      jvp=lambda self_p, self_t, mat2_p, mat2_t:
+          _product_rule(Tensor.mm, self_p, self_t, mat2_p, mat2_t),
       promote=COMMON,
       samples=lambda rng: [sample("2d", rng.standard_normal((3, 4)), rng.standard_normal((4, 5))),
                            sample("nc", rng.standard_normal((4, 3)).T, nc(rng.standard_normal((4, 2))))])
@@ -167,6 +184,8 @@ def _bmm(x, y):
 
 defop("bmm(Tensor self, Tensor mat2) -> Tensor", _bmm,
       {"self": lambda grad, mat2: grad.bmm(mat2.mT), "mat2": lambda grad, self: self.mT.bmm(grad)},
+      jvp=lambda self_p, self_t, mat2_p, mat2_t:
+          _product_rule(Tensor.bmm, self_p, self_t, mat2_p, mat2_t),
       samples=lambda rng: [
           sample("3d", rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5))),
           sample("nc", nc(rng.standard_normal((2, 3, 4))), rng.standard_normal((2, 5, 4)).transpose(0, 2, 1)),
@@ -207,12 +226,19 @@ def _scaled(g, s):
     return g if s == 1 else g * s
 
 
+def _addmm_jvp(self_t, mat1_p, mat1_t, mat2_p, mat2_t, beta, alpha):
+    r = _product_rule(Tensor.mm, mat1_p, mat1_t, mat2_p, mat2_t)
+    r = None if r is None else _scaled(r, alpha)
+    return r if self_t is None or beta == 0 else plus(r, _scaled(self_t, beta))
+
+
 defop("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", _addmm,
       # self's gradient summed here, before the products push grad out of the caches (a bias's
       # gradient, 3x faster than when the engine reduces it afterwards)
       {"self": lambda grad, self_shape, beta: _scaled(grad.sum_to_size(self_shape), beta),
        "mat1": lambda grad, mat2, alpha: _scaled(grad.mm(mat2.mT), alpha),
-       "mat2": lambda grad, mat1, mat2, alpha: _scaled(_weight_grad(mat1, grad, mat2), alpha)},
+       "mat2": lambda grad, mat1, mat2_strides, alpha: _scaled(_weight_grad(mat1, grad, mat2_strides), alpha)},
+      jvp=_addmm_jvp,
       samples=lambda rng: [
           sample("2d", rng.standard_normal((3, 5)), rng.standard_normal((3, 4)), rng.standard_normal((4, 5))),
           sample("bcast", rng.standard_normal((5,)), rng.standard_normal((3, 4)), rng.standard_normal((4, 5))),
@@ -238,6 +264,8 @@ def _dot(x, y):
 
 defop("dot(Tensor self, Tensor tensor) -> Tensor", _dot,
       {"self": lambda grad, tensor: grad * tensor, "tensor": lambda grad, self: grad * self},
+      jvp=lambda self_p, self_t, tensor_p, tensor_t:
+          _product_rule(Tensor.dot, self_p, self_t, tensor_p, tensor_t),
       samples=lambda rng: [sample("1d", rng.standard_normal((5,)), rng.standard_normal((5,))),
                            sample("nc", nc(rng.standard_normal((4,))), rng.standard_normal((4,))),
                            sample("int", np.arange(4), np.arange(4) + 1)])
@@ -252,6 +280,8 @@ def _outer(x, y):
 
 defop("outer(Tensor self, Tensor vec2) -> Tensor", _outer,
       {"self": lambda grad, vec2: grad.matmul(vec2), "vec2": lambda grad, self: self.matmul(grad)},
+      jvp=lambda self_p, self_t, vec2_p, vec2_t:
+          _product_rule(Tensor.outer, self_p, self_t, vec2_p, vec2_t),
       promote=COMMON, node_name="MulBackward0",
       samples=lambda rng: [sample("1d", rng.standard_normal((3,)), rng.standard_normal((4,))),
                            sample("nc", nc(rng.standard_normal((3,))), rng.standard_normal((2,))),
@@ -398,10 +428,19 @@ def _einsum_backward(grad, equation, tensors, needs):
     return res
 
 
+def _einsum_jvp(equation, tensors_p, tensors_t):
+    """Multilinear: a term per operand with a tangent, the einsum with that operand replaced."""
+    r = None
+    for i, t in enumerate(tensors_t):
+        if t is not None:
+            r = plus(r, _einsum_op(equation, [t if j == i else x for j, x in enumerate(tensors_p)]))
+    return r
+
+
 _einsum_op = defop(
     "einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor",
     lambda equation, tensors, path: _einsum(equation, tensors),
-    {"tensors": _einsum_backward}, api=False, method=False, torch="torch.einsum",
+    {"tensors": _einsum_backward}, jvp=_einsum_jvp, api=False, method=False, torch="torch.einsum",
     samples=lambda rng: [
         sample("mm", "ij,jk->ik", [rng.standard_normal((2, 3)), rng.standard_normal((3, 4))]),
         sample("implicit", "ij,jk", [rng.standard_normal((2, 3)), nc(rng.standard_normal((3, 4)))]),
@@ -472,6 +511,7 @@ def _inv(a):
 
 _inv_op = defop("linalg_inv(Tensor A) -> Tensor", _inv,
                 {"A": lambda grad, result: -(result.mT @ grad @ result.mT)},
+                jvp=lambda A_t, result: -(result @ A_t @ result),
                 api="linalg.inv", method=False, node_name="LinalgInvExBackward0",
                 samples=_square_samples).call
 
@@ -485,6 +525,7 @@ def _det(a):
 # d det(A) = det(A) tr(A^-1 dA): the gradient is grad * det(A) * A^-T (A invertible).
 _det_op = defop("linalg_det(Tensor A) -> Tensor", _det,
                 {"A": lambda grad, A, result: (grad * result)[..., None, None] * _inv_op(A).mT},
+                jvp=lambda A_p, A_t, result: result * (_inv_op(A_p).mT * A_t).sum((-2, -1)),
                 api="linalg.det", method=False, node_name="LinalgDetBackward0",
                 samples=_square_samples).call
 
@@ -502,6 +543,7 @@ def _slogdet(a):
 # The sign is piecewise constant: only logabsdet carries a gradient, grad * A^-T.
 _slogdet_rec = defop("linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet)", _slogdet,
                      {"A": lambda grads, A: grads[1][..., None, None] * _inv_op(A).mT},
+                     jvp=lambda A_p, A_t: (None, (_inv_op(A_p).mT * A_t).sum((-2, -1))),
                      api="linalg.slogdet", method=False, node_name="LinalgSlogdetBackward0",
                      samples=_square_samples)
 _slogdet_raw = _slogdet_rec.call
@@ -581,8 +623,22 @@ def _solve_backward(grad, A, left, result, needs):
     return gA, (gB if needs[1] else None)
 
 
+def _solve_jvp(A_p, A_t, B_p, B_t, result, left):
+    """dX = A^-1 (dB - dA X) (left); dX = (dB - X dA) A^-1 (right)."""
+    rhs = B_t
+    if A_t is not None:
+        if not left:
+            ax = result @ A_t
+        elif _solve_is_vector(A_p._data, B_p._data):
+            ax = (A_t @ result.unsqueeze(-1)).squeeze(-1)
+        else:
+            ax = A_t @ result
+        rhs = -ax if rhs is None else rhs - ax
+    return _solve_op(A_p, rhs, left=left)
+
+
 _solve_op = defop("linalg_solve(Tensor A, Tensor B, *, bool left=True) -> Tensor", _solve,
-                  {("A", "B"): _solve_backward},
+                  {("A", "B"): _solve_backward}, jvp=_solve_jvp,
                   api="linalg.solve", method=False, node_name="LinalgSolveExBackward0",
                   samples=lambda rng: [
                       sample("mat", _spd(rng, (3, 3)), rng.standard_normal((3, 2))),

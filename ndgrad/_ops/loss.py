@@ -14,19 +14,13 @@ import warnings
 import numpy as np
 
 from .. import _backend
-from .._tensor import Tensor
 from ..autograd.grad_mode import state as _gs
 from .index import _tname
-from .reduce import shifted_exp
+from .reduce import shifted_exp, softmax_backward_data
 from .registry import OPS, defcomposite, defop
 from .samples import nc, sample
 
 _ENUM = {"none": 0, "mean": 1, "sum": 2}
-_make = Tensor._make
-
-
-def _const(a) -> Tensor:
-    return _make(_backend.adopt(a), None, 0, None)  # a device array stays where it is
 
 
 def _legacy_reduction(size_average, reduce) -> str:
@@ -153,31 +147,30 @@ def _nll_bwd(grad, t, shape, reduction, ignore_index, weight):  # grad: the loss
 
 # The backward is linear in grad and its adjoint is nll_loss itself.
 nll_loss_backward = defop(
-    "_nll_loss_backward(Tensor grad_output, Tensor target, int[] shape, int reduction, int ignore_index, Any? weight=None)"
+    "_nll_loss_backward(Tensor grad_output, Tensor target, int[] shape, int reduction, int ignore_index, "
+    "Tensor? weight=None)"
     " -> Tensor", _nll_bwd,
     {"grad_output": lambda grad, target, reduction, ignore_index, weight:
         nll_loss_fused(grad, target, reduction, ignore_index, weight)},
     method=False, api=False).call
 nll_loss_fused = defop(
-    "_nll_loss(Tensor input, Tensor target, int reduction, int ignore_index, Any? weight=None) -> Tensor", _nll,
+    "_nll_loss(Tensor input, Tensor target, int reduction, int ignore_index, Tensor? weight=None) -> Tensor", _nll,
     {"input": lambda grad, target, input_shape, reduction, ignore_index, weight:
         nll_loss_backward(grad, target, input_shape, reduction, ignore_index, weight)},
     method=False, api=False, node_name="NllLossBackward0").call
 
 
-def _weight_data(weight, input):
-    if weight is None:
-        return None
-    if weight.requires_grad and _gs.grad_enabled:
+def _check_weight(weight):
+    if weight is not None and weight.requires_grad and _gs.grad_enabled:
         raise RuntimeError("The function 'nll_loss_forward' is not differentiable with respect to argument "
                            "'weight'. This input cannot have requires_grad True.")
-    return weight._data
+    return weight
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     r = _reduction(reduction, size_average, reduce)
     _check_batch(input, target)
-    return nll_loss_fused(input, target, r, int(ignore_index), _weight_data(weight, input))
+    return nll_loss_fused(input, target, r, int(ignore_index), _check_weight(weight))
 
 
 # --- cross_entropy ---
@@ -248,44 +241,71 @@ def _ce_bwd(grad, x, t, reduction, ignore_index, label_smoothing, weight):
     return out
 
 
-def _ce_double(grad, input, target, reduction, ignore_index, label_smoothing, weight):
-    """Constants of the backward's own derivatives: the class dim, a (per position, expanded),
-    b (dense) and the per-position scale's constant part k (ok, over the total for 'mean')."""
-    x, t = input._data, target._data
+def _ce_coefs(x, t, reduction, ignore_index, label_smoothing, weight):
+    """``(ka, kb)`` such that the loss's gradient in ``input`` is ``grad_output * (ka * softmax(input)
+    - kb)``: ``k`` is the reduction's factor per position (0 where ignored, over the total weight
+    for 'mean'), ``a`` per position (class dim kept, size 1), ``b`` dense. Only ``input``'s shape,
+    dtype and device are read."""
     cdim, key, ok, wt, a, wt1, wc = _ce_terms(x, t, weight, ignore_index, label_smoothing)
     xp = _backend.namespace_of(x)
+    shape = x.shape[:cdim] + (1,) + x.shape[cdim + 1:]
     a = xp.asarray(a, x.dtype)
     a = np.expand_dims(a, cdim) if a.ndim else a
     b = xp.zeros(x.shape, x.dtype) + wc
     b[key] += wt1
-    one = xp.ones(grad.shape, x.dtype)
+    one = xp.ones(x.shape[:cdim] + x.shape[cdim + 1:] if reduction == 0 else (), x.dtype)
     k = _ce_scale(one, t, ok, wt, reduction, cdim, x.dtype)
-    g = grad.unsqueeze(cdim) if reduction == 0 else grad
-    return cdim, _const(a), _const(b), _const(k), g
+    return xp.broadcast_to(k * a, shape).astype(x.dtype), (k * b).astype(x.dtype, copy=False)
 
 
-def _ce_bwd_grad_grad(grad, grad_output, input, target, reduction, ignore_index, label_smoothing, weight):
-    # d/d grad of  g * k * (a * p - b):  sum over classes of G * k * (a * p - b), reduced like the loss
-    cdim, a, b, k, _ = _ce_double(grad_output, input, target, reduction, ignore_index, label_smoothing, weight)
-    out = (grad * k * (input.softmax(cdim) * a - b)).sum(cdim)
+# The constants of cross-entropy's second derivatives, computed from the target (and weight)
+# where the graph can see them; not differentiable (target and weight take no gradient).
+cross_entropy_coefs = defop(
+    "_cross_entropy_coefs(Tensor input, Tensor target, int reduction, int ignore_index, float label_smoothing, "
+    "Tensor? weight=None) -> (Tensor, Tensor)", _ce_coefs, method=False, api=False,
+    samples=lambda rng: [sample(s.name, *s.args[1:]) for s in _ce_backward_samples(rng)]).call
+
+
+def _ce_bwd_grad_grad(grad, input, target, reduction, ignore_index, label_smoothing, weight):
+    # the backward g * (ka * p - kb) is linear in g: its vjp sums G * (ka * p - kb) over the
+    # classes (and over the positions for a reduced loss)
+    cdim = 0 if input.dim() == 1 else 1
+    ka, kb = cross_entropy_coefs(input, target, reduction, ignore_index, label_smoothing, weight)
+    out = (grad * (ka * input.softmax(cdim) - kb)).sum(cdim)
     return out if reduction == 0 else out.sum()
 
 
 def _ce_bwd_input_grad(grad, grad_output, input, target, reduction, ignore_index, label_smoothing, weight):
-    # d/d input of  s * (a * softmax(input) - b):  softmax's vjp of H = G * s * a
-    cdim, a, b, k, g = _ce_double(grad_output, input, target, reduction, ignore_index, label_smoothing, weight)
-    p = input.softmax(cdim)
-    H = grad * (g * k * a)
-    return p * (H - (H * p).sum(cdim, keepdim=True))
+    # d/d input of  g * (ka * softmax(input) - kb):  softmax's vjp of G * g * ka
+    cdim = 0 if input.dim() == 1 else 1
+    ka, _ = cross_entropy_coefs(input, target, reduction, ignore_index, label_smoothing, weight)
+    g = grad_output.unsqueeze(cdim) if reduction == 0 else grad_output
+    return softmax_backward_data(grad * (g * ka), input.softmax(cdim), cdim, input.dtype)
+
+
+def _ce_backward_samples(rng):
+    """Samples of ``_cross_entropy_backward`` (``grad_output`` first), and of the coefficients
+    (the same arguments without it)."""
+    def r(*s):
+        return rng.standard_normal(s)
+
+    w = rng.uniform(0.5, 2.0, 5)
+    ti = np.array([0, -100, 2, 4])
+    return [sample("mean", r(), r(4, 5), np.array([0, 4, 2, 1]), 1, -100, 0.0),
+            sample("none_ls_weight", r(4), r(4, 5), ti, 0, -100, 0.2, w, no_grad=(6,)),
+            sample("mean_ignore_weight", r(), nc(r(4, 5)), ti, 1, -100, 0.0, w, no_grad=(6,)),
+            sample("sum_nd_ls", r(), r(2, 3, 4), np.array([[0, 2, 1, 1], [2, -100, 0, 1]]), 2, -100, 0.1),
+            sample("unbatched_none", r(), r(5), np.array(3), 0, -100, 0.0)]
 
 
 cross_entropy_backward = defop(
     "_cross_entropy_backward(Tensor grad_output, Tensor input, Tensor target, int reduction, int ignore_index, "
-    "float label_smoothing, Any? weight=None) -> Tensor", _ce_bwd,
-    {"grad_output": _ce_bwd_grad_grad, "input": _ce_bwd_input_grad}, method=False, api=False).call
+    "float label_smoothing, Tensor? weight=None) -> Tensor", _ce_bwd,
+    {"grad_output": _ce_bwd_grad_grad, "input": _ce_bwd_input_grad}, method=False, api=False,
+    samples=_ce_backward_samples).call
 cross_entropy_fused = defop(
     "_cross_entropy(Tensor input, Tensor target, int reduction, int ignore_index, float label_smoothing, "
-    "Any? weight=None) -> Tensor", _ce,
+    "Tensor? weight=None) -> Tensor", _ce,
     {"input": lambda grad, input, target, reduction, ignore_index, label_smoothing, weight:
         cross_entropy_backward(grad, input, target, reduction, ignore_index, label_smoothing, weight)},
     method=False, api=False, node_name="CrossEntropyLossBackward0").call
@@ -321,7 +341,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if not input.dtype.is_floating_point:
         input.log_softmax(0 if input.ndim == 1 else 1)  # raises PyTorch's "not implemented for" error
     _check_batch(input, target)
-    return cross_entropy_fused(input, target, r, int(ignore_index), ls, _weight_data(weight, input))
+    return cross_entropy_fused(input, target, r, int(ignore_index), ls, _check_weight(weight))
 
 
 # --- samples of the class-index losses ---

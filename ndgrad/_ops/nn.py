@@ -6,9 +6,12 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import _backend
+from .random import dropout_impl, native_dropout
 from .registry import defop
 from .samples import nc, sample
 
@@ -91,7 +94,8 @@ def _pad_backward(grad, shape, pad, mode):
 
 
 pad_backward = defop("_pad_backward(Tensor grad, int[] shape, SymInt[] pad, str mode) -> Tensor", _pad_backward,
-                     {"grad": lambda grad, pad, mode: pad_fn(grad, pad, mode)}, method=False, api=False).call
+                     {"grad": lambda grad, pad, mode: pad_fn(grad, pad, mode)}, jvp="linear",
+                     method=False, api=False).call
 
 
 def _pad_grad(grad, input_shape, pad, mode):
@@ -120,4 +124,87 @@ def _pad_samples(rng):
 
 
 pad_fn = defop("pad(Tensor input, SymInt[] pad, str mode='constant', float? value=None) -> Tensor", _pad,
-               {"input": _pad_grad}, api="nn.functional.pad", method=False, samples=_pad_samples).call
+               {"input": _pad_grad}, jvp=lambda input_t, pad, mode: pad_fn(input_t, pad, mode),
+               api="nn.functional.pad", method=False, samples=_pad_samples).call
+
+
+# --- dropout (nn.functional's; here so that sdpa can use it): the ops ``native_dropout`` and
+# ``_dropout_impl`` (random.py) draw the mask, so a dispatch mode sees each draw ---
+def _check_p(p) -> None:
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _skip(input, p, training) -> bool:
+    """NOTE(pytorch): no dropout at all returns the input itself."""
+    _check_p(p)
+    return not training or p == 0.0 or input.numel() == 0
+
+
+def _result(input, out, inplace):
+    return input.copy_(out) if inplace else out  # in place: the gradient flows through the op
+
+
+def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    if _skip(input, p, training):
+        return input
+    return _result(input, native_dropout(input, p, True)[0], inplace)
+
+
+def _feature_dropout(input, p, training, inplace, alpha, batched=True):
+    """One draw per (sample, channel), broadcast over the rest; an unbatched input is one sample."""
+    if _skip(input, p, training):
+        return input
+    out = dropout_impl(input if batched else input.unsqueeze(0), p, True, alpha)[0]
+    return _result(input, out if batched else out.squeeze(0), inplace)
+
+
+def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    _check_p(p)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(
+            "dropout1d: Expected 2D or 3D input, but received a "
+            f"{input.ndim}D input. Note that dropout1d exists to provide channel-wise dropout "
+            "on inputs with 1 spatial dimension, a channel dimension, and an optional batch "
+            "dimension (i.e. 2D or 3D inputs)."
+        )
+    return _feature_dropout(input, p, training, inplace, False, input.ndim == 3)
+
+
+def _nd_warning(name, n, ndim):
+    warnings.warn(
+        f"{name}: Received a {ndim}-D input to {name}, which is deprecated and will result in an error in a "
+        "future release. To retain the behavior and silence this warning, please use dropout instead. Note "
+        f"that {name} exists to provide channel-wise dropout on inputs with {n} spatial dimensions, a channel "
+        f"dimension, and an optional batch dimension (i.e. {n + 1}D or {n + 2}D inputs).", stacklevel=3)
+
+
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    _check_p(p)
+    if input.ndim not in (3, 4):
+        _nd_warning("dropout2d", 2, input.ndim)
+    if input.ndim == 3:  # NOTE(pytorch): taken as (N, C, L), not as unbatched (pytorch#77081)
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior is "
+            "desired - input is interpreted as shape (N, C, L), where C is the channel dim. This behavior will "
+            "change in a future release to interpret the input as one without a batch dimension, i.e. shape "
+            "(C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using dropout1d "
+            "instead.", stacklevel=2)
+    return _feature_dropout(input, p, training, inplace, False)
+
+
+def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    _check_p(p)
+    if input.ndim not in (4, 5):
+        _nd_warning("dropout3d", 3, input.ndim)
+    return _feature_dropout(input, p, training, inplace, False, input.ndim == 5)
+
+
+def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
+    if _skip(input, p, training):
+        return input
+    return _result(input, dropout_impl(input, p, False, True)[0], inplace)
+
+
+def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
+    return _feature_dropout(input, p, training, inplace, True)

@@ -14,8 +14,7 @@ import numpy as np
 
 from .. import _backend
 from .. import _dtype as D
-from .._tensor import Tensor
-from ..autograd.grad_mode import state as _gs
+from .index import _add_rows
 from .reduce import sum_keep
 from .registry import defcomposite, defop
 from .samples import nc, sample
@@ -86,41 +85,84 @@ def _layer_norm(x, normalized_shape, weight, bias, eps):
 
 
 def _layer_norm_grad(grad, input, weight, normalized_shape, eps, needs):
-    n = input.dim()
-    dims = tuple(range(n - len(normalized_shape), n))
-    if not _gs.grad_enabled:  # no graph to record (no create_graph): a few fused array passes
-        return _layer_norm_grad_arrays(grad, input, weight, dims, eps, needs)
-    xhat, rstd = _standardize(input, dims, eps)
-    g = grad if weight is None else grad * weight
-    dx = _norm_input_grad(g, xhat, rstd, dims) if needs[0] else None
-    dw = _sum_except(grad * xhat, dims) if needs[1] else None
-    db = _sum_except(grad, dims) if needs[2] else None
-    return dx, dw, db
+    outs = native_layer_norm_backward(grad, input, normalized_shape, weight, eps, needs)
+    return tuple(o if n else None for o, n in zip(outs, needs, strict=True))
 
 
-def _layer_norm_grad_arrays(grad, input, weight, dims, eps, needs):
-    """``_layer_norm_grad`` on the arrays, for a backward that records no graph."""
-    g, x = grad._data, input._data
+def _layer_norm_backward(g, x, normalized_shape, weight, eps, output_mask):
+    """layer_norm's three gradients in a few fused array passes. A masked-off gradient is an
+    empty array: an op's outputs are tensors, never None."""
+    dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     xc = x - _mean_keep(x, dims)
     rstd = 1.0 / np.sqrt(_mean_keep(xc * xc, dims) + eps)
     xc *= rstd  # xhat
     outer = tuple(range(x.ndim - len(dims)))
-    dw = _wrap(np.sum(g * xc, axis=outer)) if needs[1] else None
-    db = _wrap(np.sum(g, axis=outer)) if needs[2] else None
-    dx = None
-    if needs[0]:
-        gw = g * weight._data if weight is not None else g.copy()
+    empty = _backend.namespace_of(g).empty((0,), g.dtype)
+    dw = np.sum(g * xc, axis=outer) if output_mask[1] else empty
+    db = np.sum(g, axis=outer) if output_mask[2] else empty
+    dx = empty
+    if output_mask[0]:
+        gw = g * weight if weight is not None else g.copy()
         proj = _mean_keep(gw * xc, dims)
         gw -= _mean_keep(gw, dims)
         xc *= proj
         gw -= xc
         gw *= rstd
-        dx = _wrap(gw)
+        dx = gw
     return dx, dw, db
 
 
-def _wrap(a):
-    return Tensor._make(a, None, 0, None)
+def _sum_terms(terms):
+    terms = [t for t in terms if t is not None]
+    return sum(terms[1:], terms[0]) if terms else None
+
+
+def _layer_norm_double(grads, grad_out, input, weight, normalized_shape, eps, output_mask, needs):
+    """The vjp of ``(dx, dw, db)`` (layer_norm's second order). Per row, with ``gw = g * w``:
+    ``dx = M gw``, ``M = r (I - 1 1^T / n - xhat xhat^T / n)`` symmetric, so ``d/dg`` applies
+    ``M`` to the incoming ``Gx``; ``d/dx`` goes through ``xhat`` and ``r``."""
+    n = input.dim()
+    dims = tuple(range(n - len(normalized_shape), n))
+    Gx, Gw, Gb = (G if m else None for G, m in zip(grads, output_mask, strict=True))
+    xhat, rstd = _standardize(input, dims, eps)
+    tx = None if Gx is None else _norm_input_grad(Gx, xhat, rstd, dims)  # M Gx
+    dg = dx = dw = None
+    if needs[0]:
+        dg = _sum_terms((tx if tx is None or weight is None else tx * weight,
+                         None if Gw is None else xhat * Gw,
+                         None if Gb is None else Gb.expand(grad_out.shape)))
+    if needs[1]:
+        terms = [None if Gw is None else _norm_input_grad(grad_out * Gw, xhat, rstd, dims)]
+        if Gx is not None:
+            def mean(t):
+                return t.mean(dims, keepdim=True)
+
+            gw = grad_out if weight is None else grad_out * weight
+            a, b = mean(gw * xhat), mean(Gx * xhat)
+            e = gw * b + Gx * a
+            s = mean(Gx * gw) - mean(Gx) * mean(gw) - 3 * a * b
+            terms.append(-(rstd * rstd) * (e - mean(e) + xhat * s))
+        dx = _sum_terms(terms)
+    if needs[2] and tx is not None:
+        dw = _sum_except(grad_out * tx, dims)
+    return dg, dx, dw
+
+
+def _layer_norm_backward_samples(rng):
+    def r(*s):
+        return rng.standard_normal(s)
+
+    return [sample("affine", r(3, 4), r(3, 4), [4], r(4), 1e-5, (True, True, True)),
+            sample("no_weight_2dims", r(2, 3, 4), r(2, 3, 4), (3, 4), None, 1e-5, (True, False, True)),
+            sample("input_only_nc", nc(r(2, 5)), r(2, 5), [5], r(5), 1e-3, (True, False, False)),
+            sample("weight_only", r(3, 4), r(3, 4), [4], r(4), 1e-5, (False, True, False))]
+
+
+native_layer_norm_backward = defop(
+    "native_layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor? weight, "
+    "float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", _layer_norm_backward,
+    {("grad_out", "input", "weight"): _layer_norm_double}, method=False, api=False,
+    samples=_layer_norm_backward_samples).call
 
 
 def _layer_norm_samples(rng):
@@ -328,19 +370,56 @@ def _embedding(x, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, 
 
 
 def _embedding_grad(grad, input, weight_shape, padding_idx, scale_grad_by_freq):
-    idx = input.reshape(-1)
-    g = grad.reshape(-1, weight_shape[1])
-    num = weight_shape[0]
-    pad = _padding_index(padding_idx, num)
-    if pad is not None or scale_grad_by_freq:
-        keep = _backend.namespace_of(grad._data).ones(idx.shape[0], grad._data.dtype)
-        ia = idx._data
-        if pad is not None:
-            keep[ia == pad] = 0
+    pad = _padding_index(padding_idx, weight_shape[0])
+    return embedding_dense_backward(grad, input, weight_shape[0], -1 if pad is None else pad, scale_grad_by_freq)
+
+
+def _embedding_backward(g, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """Each row of ``g`` added into row ``indices[k]`` of a zero weight gradient; none for the
+    padding index (>= 0 when there is one); divided by the index's count with ``scale_grad_by_freq``."""
+    ia = indices.reshape(-1)
+    g = g.reshape(ia.size, g.shape[-1])
+    xp = _backend.namespace_of(g)
+    if padding_idx >= 0 or scale_grad_by_freq:
+        keep = xp.ones(ia.shape[0], g.dtype)
+        if padding_idx >= 0:
+            keep[ia == padding_idx] = 0
         if scale_grad_by_freq:
-            keep /= np.bincount(ia, minlength=num)[ia]
-        g = g * Tensor._make(keep[:, None], None, 0, None)
-    return g.new_zeros(weight_shape).index_add(0, idx, g)
+            keep /= np.bincount(ia, minlength=num_weights)[ia]
+        g = g * keep[:, None]
+    out = xp.zeros((num_weights, g.shape[-1]), g.dtype)
+    _add_rows(out, ia, g)
+    return out
+
+
+def _embedding_backward_grad(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """The adjoint: rows of ``grad`` gathered at ``indices``, times the same per-index factor.
+    NOTE(pytorch): exact; PyTorch's double backward leaves out the frequency scaling."""
+    rows = embedding(indices, grad)
+    factor = (indices != padding_idx).to(grad.dtype).unsqueeze(-1) if padding_idx >= 0 else None
+    if scale_grad_by_freq:
+        ones = grad.new_ones(tuple(indices.shape) + (1,))
+        counts = embedding(indices, embedding_dense_backward(ones, indices, num_weights, -1, False))
+        factor = counts.reciprocal() if factor is None else factor / counts
+    return rows if factor is None else rows * factor
+
+
+def _embedding_backward_samples(rng):
+    g = rng.standard_normal
+    i = np.array([[0, 2, 4], [2, 2, 1]])
+    return [sample("plain", g((2, 3, 4)), i, 5, -1, False),
+            sample("padding_nc", nc(g((2, 3, 4))), i, 5, 2, False),
+            sample("freq_padding", g((2, 3, 4)), i, 5, 0, True),
+            sample("0d_idx_freq", g((4,)), np.array(3), 5, -1, True),
+            sample("empty", g((0, 4)), np.zeros((0,), np.int64), 5, -1, False)]
+
+
+# Linear in grad_output; its vjp gathers rows again (embedding), so every order is an op.
+embedding_dense_backward = defop(
+    "embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, "
+    "bool scale_grad_by_freq) -> Tensor", _embedding_backward,
+    {"grad_output": _embedding_backward_grad}, method=False, api=False,
+    samples=_embedding_backward_samples).call
 
 
 def _embedding_samples(rng):
@@ -434,35 +513,31 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         value = _repeat_heads(value, query.shape[-3] // value.shape[-3])
     s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     attn = (query * s).matmul(key.transpose(-2, -1))
-    masked = None  # a bool array, True where a score is not allowed
+    # Masks are added as a bias (0 or -inf), as PyTorch's math path does: a broadcast add whose
+    # backward passes the gradient through untouched, where masked_fill's masks it again. The
+    # bias is made by ops from the mask (or from the shapes), so a captured graph recomputes it.
+    full = None  # rows with every score masked
     if is_causal:
         L, S = query.shape[-2], key.shape[-2]
-        xp = _backend.namespace_of(query._data)
-        masked = xp.arange(S)[None, :] > xp.arange(L)[:, None]  # above the diagonal, where q is
+        attn = attn + attn.new_full((L, S), -math.inf).triu(1)  # above the diagonal, where q is
+        if S == 0:
+            full = attn.new_ones((L, 1), dtype=D.bool_)
     elif attn_mask is not None:
         if attn_mask.dtype == D.bool_:
-            masked = ~attn_mask._data
+            # NOTE(pytorch): a row with every score masked attends to nothing (zeros, not NaN):
+            # such rows are left unmasked for the softmax (no NaN, forward or backward) and zeroed
+            # after; always, so that no Python branch reads the mask's values.
+            masked = attn_mask.logical_not()
+            full = masked.all(-1, keepdim=True)
+            masked = masked.logical_and(full.logical_not())
+            attn = attn + masked.to(attn.dtype).masked_fill(masked, -math.inf)
         else:
             attn = attn + attn_mask
-    full = None
-    if masked is not None:
-        # NOTE(pytorch): a row with every score masked attends to nothing (zeros, not NaN); such
-        # rows are left unmasked for the softmax (no NaN, forward or backward) and zeroed after.
-        full = masked.all(-1, keepdims=True)
-        if full.any():
-            masked = masked & ~full
-        else:
-            full = None
-        # Added as a bias (0 or -inf), as PyTorch's math path does: a broadcast add whose
-        # backward passes the gradient through untouched, where masked_fill's masks it again.
-        xp = _backend.namespace_of(attn._data)
-        bias = xp.where(masked, xp.asarray(-np.inf, attn._data.dtype), xp.asarray(0, attn._data.dtype))
-        attn = attn + Tensor._make(bias, None, 0, None)
     p = attn.softmax(-1)
     if full is not None:
-        p = p.masked_fill(Tensor._make(full, None, 0, None), 0.0)
+        p = p.masked_fill(full, 0.0)
     if dropout_p > 0.0:
-        from ..nn.functional import dropout  # nn's dropout (a layer above); only on this rare path
+        from .nn import dropout  # nn.functional's, defined in the ops layer
 
         p = dropout(p, dropout_p)
     return p.matmul(value)

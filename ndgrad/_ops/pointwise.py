@@ -36,7 +36,7 @@ def _add(x, y, alpha):
 
 defop("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", _add,
       {"self": lambda grad: grad,
-       "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha},
+       "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha}, jvp="elementwise",
       promote=COMMON, promote_args=("self", "other"), inplace="add_",
       samples=binary())
 
@@ -52,7 +52,7 @@ def _sub(x, y, alpha):
 
 defop("sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", _sub,
       {"self": lambda grad: grad,
-       "other": lambda grad, alpha: -grad if alpha == 1 else grad * (-alpha)},
+       "other": lambda grad, alpha: -grad if alpha == 1 else grad * (-alpha)}, jvp="elementwise",
       promote=COMMON, promote_args=("self", "other"), inplace="sub_",
       samples=binary())
 
@@ -60,7 +60,7 @@ defop("sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", _sub
 defop("rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
       lambda x, y, alpha: _sub(y, x, alpha),
       {"self": lambda grad, alpha: -grad if alpha == 1 else grad * (-alpha),
-       "other": lambda grad: grad},
+       "other": lambda grad: grad}, jvp="elementwise",
       promote=COMMON, promote_args=("self", "other"), api=False, method=False, torch="torch.rsub",
       samples=binary())
 
@@ -84,7 +84,7 @@ def _rsub_scalar(x, other, alpha):
 
 
 defop("rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", _rsub_scalar,
-      {"self": lambda grad, alpha: -grad if alpha == 1 else grad * (-alpha)},
+      {"self": lambda grad, alpha: -grad if alpha == 1 else grad * (-alpha)}, jvp="elementwise",
       api=False, method=False, node_name="RsubBackward1", torch="torch.rsub",
       samples=lambda rng: [sample("one", rng.uniform(-2, 2, (3, 4)), 1),
                            sample("alpha_nc", nc(rng.uniform(-2, 2, (3, 4))), 2.5, 3),
@@ -113,7 +113,7 @@ defcomposite(rsub, method=False, samples=lambda rng: [
 
 defop("mul.Tensor(Tensor self, Tensor other) -> Tensor", "multiply",
       {"self": lambda grad, other: grad * other,
-       "other": lambda grad, self: grad * self},
+       "other": lambda grad, self: grad * self}, jvp="elementwise",
       promote=COMMON, inplace="mul_", samples=binary())
 
 
@@ -142,13 +142,13 @@ defop("div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode=None) ->
       {"self": lambda grad, other, rounding_mode: grad / other if rounding_mode is None else grad * 0,
        "other": lambda grad, self, other, rounding_mode:
            -grad * self / (other * other) if rounding_mode is None else grad * 0},
-      promote=COMMON, promote_args=("self", "other"), inplace="div_",
+      jvp="elementwise", promote=COMMON, promote_args=("self", "other"), inplace="div_",
       samples=lambda rng: binary(rhs_domain=(0.5, 2.0))(rng)
       + [sample("floor", rng.uniform(-3, 3, (3, 4)), rng.uniform(0.5, 2, (4,)), rounding_mode="floor"),
          sample("trunc", rng.uniform(-3, 3, (3, 4)), rng.uniform(0.5, 2, (4,)), rounding_mode="trunc"),
          sample("int_true", np.array([5, -7, 9]), np.array([2, 2, -4]))])
 
-defop("neg(Tensor self) -> Tensor", "negative", {"self": lambda grad: -grad},
+defop("neg(Tensor self) -> Tensor", "negative", {"self": lambda grad: -grad}, jvp="elementwise",
       inplace="neg_", samples=unary())
 
 
@@ -182,7 +182,7 @@ def _pow_grad(grad, self, exponent):
 
 
 _pow_ts_rec = defop("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", _pow_tensor_scalar,
-      {"self": _pow_grad},
+      {"self": _pow_grad}, jvp="elementwise",
       api=False, method=False, inplace="pow_", torch="torch.pow",
       samples=lambda rng: [
           sample("square", rng.uniform(-2, 2, (3, 4)), 2),
@@ -210,7 +210,7 @@ def _pow_exponent_grad(grad, self, exponent, result):
 
 
 pow_tensor_tensor = defop("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", _pow,
-      {"self": _pow_self_grad, "exponent": _pow_exponent_grad},
+      {"self": _pow_self_grad, "exponent": _pow_exponent_grad}, jvp="elementwise",
       promote=COMMON, api=False, method=False, node_name="PowBackward1", torch="torch.pow",
       samples=lambda rng: [
           sample("tensor_exp", rng.uniform(0.5, 2, (3, 4)), rng.uniform(-2, 2, (3, 4))),
@@ -248,7 +248,7 @@ def _pow_scalar_grad(grad, self, exponent, result):
 
 
 pow_scalar = defop("pow.Scalar(Scalar self, Tensor exponent) -> Tensor", _pow_scalar,
-      {"exponent": _pow_scalar_grad},
+      {"exponent": _pow_scalar_grad}, jvp="elementwise",
       api=False, method=False, node_name="PowBackward2", torch="torch.pow",
       samples=lambda rng: [
           sample("two", 2, rng.uniform(-2, 2, (3, 4))),
@@ -295,21 +295,21 @@ Tensor.pow_ = Tensor.__ipow__ = pow_
 
 # --- exponentials and logarithms ---
 defop("exp(Tensor self) -> Tensor", "exp", {"self": lambda grad, result: grad * result},
-      promote=FLOAT, inplace="exp_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="exp_", samples=unary())
 defop("exp2(Tensor self) -> Tensor", "exp2", {"self": lambda grad, result: grad * result * _LN2},
-      promote=FLOAT, inplace="exp2_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="exp2_", samples=unary())
 defop("expm1(Tensor self) -> Tensor", "expm1", {"self": lambda grad, result: grad * (result + 1)},
-      promote=FLOAT, inplace="expm1_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="expm1_", samples=unary())
 defop("log(Tensor self) -> Tensor", "log", {"self": lambda grad, self: grad / self},
-      promote=FLOAT, inplace="log_", samples=unary(domain=(0.2, 3.0)))
+      jvp="elementwise", promote=FLOAT, inplace="log_", samples=unary(domain=(0.2, 3.0)))
 defop("log2(Tensor self) -> Tensor", "log2", {"self": lambda grad, self: grad / (self * _LN2)},
-      promote=FLOAT, inplace="log2_", samples=unary(domain=(0.2, 3.0)))
+      jvp="elementwise", promote=FLOAT, inplace="log2_", samples=unary(domain=(0.2, 3.0)))
 defop("log10(Tensor self) -> Tensor", "log10", {"self": lambda grad, self: grad / (self * _LN10)},
-      promote=FLOAT, inplace="log10_", samples=unary(domain=(0.2, 3.0)))
+      jvp="elementwise", promote=FLOAT, inplace="log10_", samples=unary(domain=(0.2, 3.0)))
 defop("log1p(Tensor self) -> Tensor", "log1p", {"self": lambda grad, self: grad / (self + 1)},
-      promote=FLOAT, inplace="log1p_", samples=unary(domain=(-0.8, 3.0)))
+      jvp="elementwise", promote=FLOAT, inplace="log1p_", samples=unary(domain=(-0.8, 3.0)))
 defop("sqrt(Tensor self) -> Tensor", "sqrt", {"self": lambda grad, result: grad / (2 * result)},
-      promote=FLOAT, inplace="sqrt_", samples=unary(domain=(0.2, 3.0)))
+      jvp="elementwise", promote=FLOAT, inplace="sqrt_", samples=unary(domain=(0.2, 3.0)))
 
 
 def _rsqrt(x):
@@ -317,22 +317,22 @@ def _rsqrt(x):
 
 
 defop("rsqrt(Tensor self) -> Tensor", _rsqrt,
-      {"self": lambda grad, result: -0.5 * grad * result * result * result},
+      {"self": lambda grad, result: -0.5 * grad * result * result * result}, jvp="elementwise",
       promote=FLOAT, inplace="rsqrt_", samples=unary(domain=(0.2, 3.0)))
 defop("reciprocal(Tensor self) -> Tensor", "reciprocal",
-      {"self": lambda grad, result: -grad * result * result},
+      {"self": lambda grad, result: -grad * result * result}, jvp="elementwise",
       promote=FLOAT, inplace="reciprocal_", samples=unary(domain=(0.3, 2.0)))
 
 # --- sign-like ---
 defop("abs(Tensor self) -> Tensor", "absolute", {"self": lambda grad, self: grad * self.sign()},
-      inplace="abs_", samples=unary(avoid=0.0))
+      jvp="elementwise", inplace="abs_", samples=unary(avoid=0.0))
 
 
 def _sign(x):
     return np.sign(x) if x.dtype != np.bool_ else x.copy()
 
 
-defop("sign(Tensor self) -> Tensor", _sign, {"self": lambda grad: grad * 0},
+defop("sign(Tensor self) -> Tensor", _sign, {"self": lambda grad: grad * 0}, jvp="elementwise",
       inplace="sign_", samples=unary(avoid=0.0))
 
 
@@ -341,10 +341,13 @@ def _rounding(f):
 
 
 defop("floor(Tensor self) -> Tensor", _rounding(np.floor), {"self": lambda grad: grad * 0},
+      jvp="elementwise",
       inplace="floor_", samples=unary(domain=(-3, 3), avoid=[-2.0, -1.0, 0.0, 1.0, 2.0]))
 defop("ceil(Tensor self) -> Tensor", _rounding(np.ceil), {"self": lambda grad: grad * 0},
+      jvp="elementwise",
       inplace="ceil_", samples=unary(domain=(-3, 3), avoid=[-2.0, -1.0, 0.0, 1.0, 2.0]))
 defop("trunc(Tensor self) -> Tensor", _rounding(np.trunc), {"self": lambda grad: grad * 0},
+      jvp="elementwise",
       inplace="trunc_", samples=unary(domain=(-3, 3), avoid=[-2.0, -1.0, 0.0, 1.0, 2.0]))
 
 
@@ -355,6 +358,7 @@ def _round(x, decimals):
 
 
 defop("round(Tensor self, *, int decimals=0) -> Tensor", _round, {"self": lambda grad: grad * 0},
+      jvp="elementwise",
       inplace="round_", samples=unary(domain=(-3, 3), avoid=[-2.5, -1.5, -0.5, 0.5, 1.5, 2.5]))
 
 
@@ -362,45 +366,46 @@ def _frac(x):
     return x - np.trunc(x)
 
 
-defop("frac(Tensor self) -> Tensor", _frac, {"self": lambda grad: grad},
+defop("frac(Tensor self) -> Tensor", _frac, {"self": lambda grad: grad}, jvp="elementwise",
       inplace="frac_", samples=unary(domain=(-3, 3), avoid=[-2.0, -1.0, 0.0, 1.0, 2.0]))
 
 # --- trigonometric and hyperbolic ---
 defop("sin(Tensor self) -> Tensor", "sin", {"self": lambda grad, self: grad * self.cos()},
-      promote=FLOAT, inplace="sin_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="sin_", samples=unary())
 defop("cos(Tensor self) -> Tensor", "cos", {"self": lambda grad, self: -grad * self.sin()},
-      promote=FLOAT, inplace="cos_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="cos_", samples=unary())
 defop("tan(Tensor self) -> Tensor", "tan", {"self": lambda grad, result: grad * (1 + result * result)},
-      promote=FLOAT, inplace="tan_", samples=unary(domain=(-1.2, 1.2)))
+      jvp="elementwise", promote=FLOAT, inplace="tan_", samples=unary(domain=(-1.2, 1.2)))
 defop("asin(Tensor self) -> Tensor", "arcsin",
-      {"self": lambda grad, self: grad * (1 - self * self).rsqrt()},
+      {"self": lambda grad, self: grad * (1 - self * self).rsqrt()}, jvp="elementwise",
       promote=FLOAT, inplace="asin_", samples=unary(domain=(-0.9, 0.9)))
 defop("acos(Tensor self) -> Tensor", "arccos",
-      {"self": lambda grad, self: -grad * (1 - self * self).rsqrt()},
+      {"self": lambda grad, self: -grad * (1 - self * self).rsqrt()}, jvp="elementwise",
       promote=FLOAT, inplace="acos_", samples=unary(domain=(-0.9, 0.9)))
 defop("atan(Tensor self) -> Tensor", "arctan", {"self": lambda grad, self: grad / (1 + self * self)},
-      promote=FLOAT, inplace="atan_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="atan_", samples=unary())
 defop("atan2(Tensor self, Tensor other) -> Tensor", "arctan2",
       {"self": lambda grad, self, other: grad * other / (self * self + other * other),
        "other": lambda grad, self, other: -grad * self / (self * self + other * other)},
+      jvp="elementwise",
       promote=FLOAT, inplace="atan2_", samples=binary(rhs_domain=(0.5, 2.0), scalar_rhs=None))
 defop("sinh(Tensor self) -> Tensor", "sinh", {"self": lambda grad, self: grad * self.cosh()},
-      promote=FLOAT, inplace="sinh_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="sinh_", samples=unary())
 defop("cosh(Tensor self) -> Tensor", "cosh", {"self": lambda grad, self: grad * self.sinh()},
-      promote=FLOAT, inplace="cosh_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="cosh_", samples=unary())
 defop("asinh(Tensor self) -> Tensor", "arcsinh", {"self": lambda grad, self: grad * (self * self + 1).rsqrt()},
-      promote=FLOAT, inplace="asinh_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="asinh_", samples=unary())
 defop("acosh(Tensor self) -> Tensor", "arccosh", {"self": lambda grad, self: grad * (self * self - 1).rsqrt()},
-      promote=FLOAT, inplace="acosh_", samples=unary(domain=(1.2, 3.0)))
+      jvp="elementwise", promote=FLOAT, inplace="acosh_", samples=unary(domain=(1.2, 3.0)))
 defop("atanh(Tensor self) -> Tensor", "arctanh", {"self": lambda grad, self: grad / (1 - self * self)},
-      promote=FLOAT, inplace="atanh_", samples=unary(domain=(-0.9, 0.9)))
+      jvp="elementwise", promote=FLOAT, inplace="atanh_", samples=unary(domain=(-0.9, 0.9)))
 defop("logaddexp(Tensor self, Tensor other) -> Tensor", "logaddexp",
       {"self": lambda grad, self, result: grad * (self - result).exp(),
-       "other": lambda grad, other, result: grad * (other - result).exp()},
+       "other": lambda grad, other, result: grad * (other - result).exp()}, jvp="elementwise",
       promote=FLOAT, samples=binary(scalar_rhs=None))
 defop("logaddexp2(Tensor self, Tensor other) -> Tensor", "logaddexp2",
       {"self": lambda grad, self, result: grad * (self - result).exp2(),
-       "other": lambda grad, other, result: grad * (other - result).exp2()},
+       "other": lambda grad, other, result: grad * (other - result).exp2()}, jvp="elementwise",
       promote=FLOAT, samples=binary(scalar_rhs=None))
 
 # Fused backward kernels: one dispatch instead of three per node (chain benchmark: tanh node
@@ -413,11 +418,12 @@ tanh_backward = defop(
     "tanh_backward(Tensor grad_output, Tensor output) -> Tensor", _tanh_backward,
     {"grad_output": lambda grad, output: tanh_backward(grad, output),
      "output": lambda grad, grad_output, output: -2 * grad * grad_output * output},
+    jvp="elementwise",
     promote=COMMON, method=False, api=False, torch="torch.ops.aten.tanh_backward",
     samples=lambda rng: [sample("2d", rng.standard_normal((3, 4)), rng.uniform(-0.9, 0.9, (3, 4)))]).call
 
 defop("tanh(Tensor self) -> Tensor", "tanh", {"self": lambda grad, result: tanh_backward(grad, result)},
-      promote=FLOAT, inplace="tanh_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="tanh_", samples=unary())
 
 
 def _sigmoid(x):
@@ -434,11 +440,12 @@ sigmoid_backward = defop(
     "sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor", _sigmoid_backward,
     {"grad_output": lambda grad, output: sigmoid_backward(grad, output),
      "output": lambda grad, grad_output, output: grad * grad_output * (1 - 2 * output)},
+    jvp="elementwise",
     promote=COMMON, method=False, api=False, torch="torch.ops.aten.sigmoid_backward",
     samples=lambda rng: [sample("2d", rng.standard_normal((3, 4)), rng.uniform(0.1, 0.9, (3, 4)))]).call
 
 defop("sigmoid(Tensor self) -> Tensor", _sigmoid,
-      {"self": lambda grad, result: sigmoid_backward(grad, result)},
+      {"self": lambda grad, result: sigmoid_backward(grad, result)}, jvp="elementwise",
       promote=FLOAT, inplace="sigmoid_", samples=unary(domain=(-4, 4)))
 
 
@@ -456,19 +463,20 @@ def _logit_grad(grad, self, eps):
 
 
 defop("logit(Tensor self, float? eps=None) -> Tensor", _logit, {"self": _logit_grad},
+      jvp="elementwise",
       promote=FLOAT, inplace="logit_", samples=lambda rng: unary(domain=(0.1, 0.9))(rng)
       + [sample("eps", np.array([0.01, 0.3, 0.7, 0.99]), eps=0.05)])
 
 defop("erf(Tensor self) -> Tensor", _erf,
       {"self": lambda grad, self: grad * _TWO_OVER_SQRT_PI * (-self * self).exp()},
-      promote=FLOAT, inplace="erf_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="erf_", samples=unary())
 defop("erfc(Tensor self) -> Tensor", lambda x: 1 - _erf(x),
       {"self": lambda grad, self: -grad * _TWO_OVER_SQRT_PI * (-self * self).exp()},
-      promote=FLOAT, inplace="erfc_", samples=unary())
+      jvp="elementwise", promote=FLOAT, inplace="erfc_", samples=unary())
 
 # --- activations (also reachable as nn.functional.*) ---
 defop("relu(Tensor self) -> Tensor", lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
-      {"self": lambda grad, result: grad * (result > 0)},
+      {"self": lambda grad, result: grad * (result > 0)}, jvp="elementwise",
       inplace="relu_", samples=unary(avoid=0.0))
 
 
@@ -534,6 +542,7 @@ gelu_backward = defop(
     "gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor", _gelu_backward,
     {"grad_output": lambda grad, self, approximate: gelu_backward(grad, self, approximate=approximate),
      "self": lambda grad, grad_output, self, approximate: grad * grad_output * _gelu_second(self, approximate)},
+    jvp="elementwise",
     promote=COMMON, method=False, api=False, torch="torch.ops.aten.gelu_backward",
     samples=lambda rng: [sample("none", rng.standard_normal((3, 4)), rng.uniform(-3, 3, (3, 4))),
                          sample("tanh", rng.standard_normal((3, 4)), rng.uniform(-3, 3, (3, 4)),
@@ -568,7 +577,7 @@ gelu_tanh_backward = defop(
     _gelu_tanh_backward_arrays,
     {"grad_output": lambda grad, self, output: gelu_tanh_backward(grad, self, output),
      "self": lambda grad, grad_output, self: grad * grad_output * _gelu_second(self, "tanh"),
-     "output": lambda grad: None},
+     "output": lambda grad: None}, jvp="elementwise",
     promote=COMMON, method=False, api=False).call
 
 
@@ -579,7 +588,7 @@ def _gelu_grad(grad, self, result, approximate):
 
 
 defop("gelu(Tensor self, *, str approximate='none') -> Tensor", _gelu, {"self": _gelu_grad},
-      api="nn.functional.gelu", inplace="gelu_",
+      jvp="elementwise", api="nn.functional.gelu", inplace="gelu_",
       samples=lambda rng: unary()(rng) + [sample("tanh", rng.uniform(-3, 3, (3, 4)), approximate="tanh"),
                                           sample("tanh_0d", rng.uniform(-3, 3, ()), approximate="tanh")])
 
@@ -593,7 +602,7 @@ def _silu_grad(grad, self):
     return grad * s * (1 + self * (1 - s))
 
 
-defop("silu(Tensor self) -> Tensor", _silu, {"self": _silu_grad},
+defop("silu(Tensor self) -> Tensor", _silu, {"self": _silu_grad}, jvp="elementwise",
       api="nn.functional.silu", inplace="silu_", samples=unary())
 
 
@@ -607,7 +616,7 @@ def _elu_grad(grad, self, alpha, scale, input_scale):
 
 
 defop("elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor", _elu,
-      {"self": _elu_grad}, api="nn.functional.elu", inplace="elu_",
+      {"self": _elu_grad}, jvp="elementwise", api="nn.functional.elu", inplace="elu_",
       samples=lambda rng: unary(avoid=0.0)(rng) + [sample("alpha", rng.uniform(-2, 2, (5,)) + 0.05, 0.5)])
 
 
@@ -620,7 +629,8 @@ def _leaky_relu_grad(grad, self, negative_slope):
 
 
 defop("leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor", _leaky_relu,
-      {"self": _leaky_relu_grad}, api="nn.functional.leaky_relu", inplace="leaky_relu_",
+      {"self": _leaky_relu_grad}, jvp="elementwise",
+      api="nn.functional.leaky_relu", inplace="leaky_relu_",
       samples=lambda rng: unary(avoid=0.0)(rng) + [sample("slope", rng.uniform(-2, 2, (5,)) + 0.05, 0.2)])
 
 
@@ -636,7 +646,7 @@ def _softplus_grad(grad, self, beta, threshold):
 
 
 defop("softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor", _softplus,
-      {"self": _softplus_grad}, api="nn.functional.softplus",
+      {"self": _softplus_grad}, jvp="elementwise", api="nn.functional.softplus",
       samples=lambda rng: unary(domain=(-3, 3))(rng) + [sample("beta", rng.uniform(-3, 3, (5,)), 2.0, 4.0)])
 
 # --- clamping, min/max, selection ---
@@ -663,7 +673,7 @@ def _clamp_self_grad(grad, self, min, max):
 defop("clamp(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", _clamp,
       {"self": _clamp_self_grad,
        "min": lambda grad, self, min: grad * (self < min),
-       "max": lambda grad, self, max: grad * (self > max)},
+       "max": lambda grad, self, max: grad * (self > max)}, jvp="elementwise",
       promote=COMMON, inplace="clamp_",
       samples=lambda rng: [
           sample("both", rng.uniform(-2, 2, (3, 4)), -0.5, 0.7),
@@ -685,7 +695,7 @@ def _nan_to_num(x, nan, posinf, neginf):
 
 defop("nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor",
       lambda x, nan, posinf, neginf: _nan_to_num(x, 0.0 if nan is None else nan, posinf, neginf),
-      {"self": lambda grad, self: grad * self.isfinite()}, inplace="nan_to_num_",
+      {"self": lambda grad, self: grad * self.isfinite()}, jvp="elementwise", inplace="nan_to_num_",
       samples=lambda rng: [
           sample("special", np.array([np.nan, np.inf, -np.inf, 1.5, -0.25])),
           sample("values", np.array([[np.nan, 2.0], [np.inf, -np.inf]]), 1.0, 9.0, -9.0),
@@ -699,11 +709,11 @@ def _max_grad(grad, self, other):
 
 defop("maximum(Tensor self, Tensor other) -> Tensor", "maximum",
       {"self": lambda grad, self, other: _max_grad(grad, self, other),
-       "other": lambda grad, self, other: _max_grad(grad, other, self)},
+       "other": lambda grad, self, other: _max_grad(grad, other, self)}, jvp="elementwise",
       promote=COMMON, samples=binary(scalar_rhs=None, avoid_equal=True))
 defop("minimum(Tensor self, Tensor other) -> Tensor", "minimum",
       {"self": lambda grad, self, other: _max_grad(grad, other, self),
-       "other": lambda grad, self, other: _max_grad(grad, self, other)},
+       "other": lambda grad, self, other: _max_grad(grad, self, other)}, jvp="elementwise",
       promote=COMMON, samples=binary(scalar_rhs=None, avoid_equal=True))
 
 
@@ -722,7 +732,7 @@ def _where_other(grad, condition):
 
 
 where = defop("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", _where,
-      {"self": _where_self, "other": _where_other},
+      {"self": _where_self, "other": _where_other}, jvp="elementwise",
       promote=COMMON, promote_args=("self", "other"), method=False,
       samples=lambda rng: [
           sample("same", rng.uniform(-1, 1, (3, 4)) > 0, rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (3, 4))),
@@ -737,7 +747,7 @@ def _lerp(x, end, weight):
 defop("lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor", _lerp,
       {"self": lambda grad, weight: grad * (1 - weight),
        "end": lambda grad, weight: grad * weight,
-       "weight": lambda grad, self, end: grad * (end - self)},
+       "weight": lambda grad, self, end: grad * (end - self)}, jvp="elementwise",
       promote=COMMON, inplace="lerp_",
       samples=lambda rng: [
           sample("tensor_w", rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (3, 4)), rng.uniform(0, 1, (3, 4))),
@@ -746,7 +756,7 @@ defop("lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor", _lerp,
 
 defop("hypot(Tensor self, Tensor other) -> Tensor", "hypot",
       {"self": lambda grad, self, result: grad * self / result,
-       "other": lambda grad, other, result: grad * other / result},
+       "other": lambda grad, other, result: grad * other / result}, jvp="elementwise",
       promote=COMMON, inplace="hypot_", samples=binary(domain=(0.3, 2), scalar_rhs=None))
 
 
@@ -756,14 +766,14 @@ def _fmod(x, y):
 
 defop("fmod.Tensor(Tensor self, Tensor other) -> Tensor", _fmod,
       {"self": lambda grad: grad,
-       "other": lambda grad, self, other: -grad * (self / other).trunc()},
+       "other": lambda grad, self, other: -grad * (self / other).trunc()}, jvp="elementwise",
       promote=COMMON, inplace="fmod_",
       samples=lambda rng: [
           sample("tensor", rng.uniform(-5, 5, (3, 4)), rng.uniform(1.3, 1.7, (3, 4))),
           sample("scalar", rng.uniform(-5, 5, (5,)), 1.5, no_grad=())])
 defop("remainder.Tensor(Tensor self, Tensor other) -> Tensor", "remainder",
       {"self": lambda grad: grad,
-       "other": lambda grad, self, other: -grad * (self / other).floor()},
+       "other": lambda grad, self, other: -grad * (self / other).floor()}, jvp="elementwise",
       promote=COMMON, inplace="remainder_",
       samples=lambda rng: [
           sample("tensor", rng.uniform(-5, 5, (3, 4)), rng.uniform(1.3, 1.7, (3, 4))),

@@ -10,6 +10,7 @@ requires grad, a node with a zero gradient on a non-leaf, version counters bumpe
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
@@ -22,6 +23,7 @@ from .._tensor import Tensor
 from .factory import _drawn, _grad_leaf, empty_like
 from .factory import _place as _on_device
 from .registry import NAMESPACES, OPS, PROMOTE_COMMON, defop, dispatch
+from .samples import nc, sample
 
 # Values are drawn on the host from the generator's NumPy Generator and moved to the tensor's
 # device, so a seed gives the same numbers on every device. The in-place fills are in-place ops of
@@ -234,10 +236,14 @@ def _random(x, from_, to, generator):
 
 
 _ZERO = {"self": lambda grad: grad * 0}  # PyTorch's nodes for sampling ops give zero gradients
+_RANDOM = {"nondeterministic": True}  # a replay must run the op again (a new draw), never reuse its value
 
 
 def _fill_op(schema, fwd, inplace, node):
-    return defop(schema, fwd, _ZERO, method=False, api=False, inplace=inplace, node_name=node)
+    rec = defop(schema, fwd, _ZERO, jvp="elementwise", method=False, api=False, inplace=inplace,
+                node_name=node, extra=_RANDOM)
+    OPS[inplace].extra.update(_RANDOM)  # the in-place fill (what users call) draws too
+    return rec
 
 
 _fill_op("_uniform(Tensor self, float from_=0, float to=1, *, Generator? generator=None) -> Tensor",
@@ -258,7 +264,9 @@ for _k in range(3):
              _random, f"random_{_k}", f"RandomBackward{_k}")
 defop("_bernoulli_p(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor",
                 _bernoulli_tensor, {"self": lambda grad: grad * 0, "p": lambda grad: grad * 0},
-                method=False, api=False, inplace="bernoulli_1", node_name="BernoulliBackward1")
+                jvp="elementwise",
+                method=False, api=False, inplace="bernoulli_1", node_name="BernoulliBackward1", extra=_RANDOM)
+OPS["bernoulli_1"].extra.update(_RANDOM)
 _fill_op("_bernoulli_float(Tensor self, float p=0.5, *, Generator? generator=None) -> Tensor",
                    _bernoulli_float, "bernoulli_2", "BernoulliBackward2")
 for _name in ("random_0", "random_1", "random_2", "bernoulli_1", "bernoulli_2"):
@@ -346,14 +354,16 @@ def _normal_ft(mean, std, generator):
 
 _NORMAL = {
     (True, True): defop("_normal_tt(Tensor mean, Tensor std, Generator? generator=None) -> Tensor", _normal_tt,
-                        {"mean": lambda grad: grad * 0, "std": lambda grad: grad * 0}, promote=PROMOTE_COMMON,
-                        method=False, api=False, node_name="NormalBackward3").call,
+                        {"mean": lambda grad: grad * 0, "std": lambda grad: grad * 0},
+                        jvp="elementwise", promote=PROMOTE_COMMON,
+                        method=False, api=False, node_name="NormalBackward3", extra=_RANDOM).call,
     (True, False): defop("_normal_tf(Tensor mean, float std=1, Generator? generator=None) -> Tensor", _normal_tf,
-                         {"mean": lambda grad: grad * 0}, method=False, api=False,
-                         node_name="NormalBackward1").call,
+                         {"mean": lambda grad: grad * 0}, jvp="elementwise",
+                         method=False, api=False,
+                         node_name="NormalBackward1", extra=_RANDOM).call,
     (False, True): defop("_normal_ft(float mean, Tensor std, Generator? generator=None) -> Tensor", _normal_ft,
-                         {"std": lambda grad: grad * 0}, method=False, api=False,
-                         node_name="NormalBackward2").call,
+                         {"std": lambda grad: grad * 0}, jvp="elementwise", method=False, api=False,
+                         node_name="NormalBackward2", extra=_RANDOM).call,
 }
 _NORMAL_SIGS = (
     " * (Tensor mean, Tensor std, *, torch.Generator generator = None, Tensor out = None)\n"
@@ -375,7 +385,7 @@ def _normal_floats(mean, std, size, generator, dtype, layout, device, pin):
 
 _normal_ff = defop("normal.float_float(float mean, float std, SymInt[] size, *, Generator? generator=None, "
                    "ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
-                   _normal_floats, samples=_drawn, api=False, method=False, extra={"nondeterministic": True})
+                   _normal_floats, samples=_drawn, api=False, method=False, extra=_RANDOM)
 
 
 def normal(mean, std=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
@@ -405,7 +415,8 @@ def _bernoulli(x, generator):
 
 
 _bernoulli_op = defop("_bernoulli(Tensor self, Generator? generator=None) -> Tensor", _bernoulli, _ZERO,
-                      method=False, api=False, node_name="BernoulliBackward0").call
+                      jvp="elementwise",
+                      method=False, api=False, node_name="BernoulliBackward0", extra=_RANDOM).call
 
 
 def bernoulli(input, p=None, *, generator=None, out=None) -> Tensor:
@@ -428,7 +439,8 @@ def _poisson(x, generator):
 
 
 _poisson_op = defop("_poisson(Tensor self, Generator? generator=None) -> Tensor", _poisson, _ZERO,
-                    method=False, api=False, node_name="PoissonBackward0").call
+                    jvp="elementwise",
+                    method=False, api=False, node_name="PoissonBackward0", extra=_RANDOM).call
 
 
 def poisson(input, generator=None) -> Tensor:
@@ -451,7 +463,7 @@ def _randperm_array(n, generator, dtype, layout, device, pin):
 
 _randperm = defop("randperm(SymInt n, *, Generator? generator=None, ScalarType? dtype=None, "
                   "Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
-                  _randperm_array, samples=_drawn, api=False, method=False, extra={"nondeterministic": True})
+                  _randperm_array, samples=_drawn, api=False, method=False, extra=_RANDOM)
 
 
 def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None, pin_memory=False,
@@ -506,7 +518,7 @@ def _multinomial_array(x, num_samples, replacement, generator):
 
 _multinomial = defop("multinomial(Tensor self, int num_samples, bool replacement=False, *, "
                      "Generator? generator=None) -> Tensor", _multinomial_array, samples=_drawn, api=False,
-                     method=False, extra={"nondeterministic": True})
+                     method=False, extra=_RANDOM)
 
 
 Tensor.bernoulli = lambda self, p=None, *, generator=None: bernoulli(self, p, generator=generator)
@@ -516,3 +528,105 @@ Tensor.multinomial = lambda self, num_samples, replacement=False, *, generator=N
 
 for _name in ("normal", "bernoulli", "poisson", "randperm", "multinomial"):
     NAMESPACES[""][_name] = globals()[_name]
+
+
+# --- dropout: the mask is drawn inside an op, so that a replayed graph draws a new one ---
+_SELU_SAT = 1.7580993408473766  # -min of selu (scale * alpha): where alpha dropout sends a dropped unit
+
+
+def _keep(x, p, shape):
+    """A bool mask of ``shape``, True with probability ``1 - p``. At p = 1 no draw and no check:
+    NOTE(pytorch): F.dropout then multiplies by zero, whatever the dtype."""
+    if p == 1:
+        return _backend.namespace_of(x).zeros(shape, bool)
+    if x.dtype.kind not in "fc":
+        raise RuntimeError(f"result type Float can't be cast to the desired output type {D.SHORT_NAMES[x.dtype]}")
+    return _place(_gen_of(None, x, "dropout").random(shape) >= p, x)
+
+
+def _dropout_scale(p, train=True) -> float:
+    return 1.0 if train is False else 0.0 if p == 1 else 1.0 / (1.0 - p)
+
+
+def _native_dropout(x, p, train):
+    if train is False:
+        return x.copy(), _backend.namespace_of(x).ones(x.shape, bool)
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_g(1 - p)}")
+    keep = _keep(x, p, x.shape)
+    with np.errstate(invalid="ignore"):  # inf * 0 is nan, as PyTorch's (silent) product
+        return x * (keep * _dropout_scale(p)).astype(x.dtype), keep
+
+
+def _native_dropout_backward(g, mask, scale):
+    return g * (mask * scale).astype(g.dtype)
+
+
+def _dropout_impl(x, p, feature, alpha):
+    """Dropout with a mask per (sample, channel) (``feature``) and/or alpha dropout's affine
+    map (dropped units at selu's saturation, mean and variance kept); 0 <= p <= 1."""
+    if feature and x.ndim < 2 and p < 1:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    keep = _keep(x, p, x.shape[:2] + (1,) * (x.ndim - 2) if feature else x.shape)
+    with np.errstate(invalid="ignore"):  # inf * 0 is nan, as PyTorch's (silent) product
+        if p == 1:
+            return x * x.dtype.type(0), keep
+        if not alpha:
+            return x * (keep * (1.0 / (1.0 - p))).astype(x.dtype), keep
+    a = _alpha_scale(p)
+    k = keep.astype(x.dtype)
+    b = (k - 1) * x.dtype.type(_SELU_SAT * a) + x.dtype.type(_SELU_SAT * a * p)
+    with np.errstate(invalid="ignore"):
+        out = x * (k * x.dtype.type(a))
+    out += b
+    return out, keep
+
+
+def _alpha_scale(p) -> float:
+    return 1.0 / math.sqrt((_SELU_SAT * _SELU_SAT * p + 1) * (1 - p)) if p < 1 else 0.0
+
+
+def _dropout_samples(rng):
+    x = rng.standard_normal
+    return [sample("p03", x((3, 4)), 0.3, True), sample("eval", x((3, 4)), 0.5, False),
+            sample("train_none_nc", nc(x((4, 5))), 0.5, None), sample("p1", x((3, 4)), 1.0, True),
+            sample("0d", x(()), 0.4, True)]
+
+
+def _dropout_impl_samples(rng):
+    x = rng.standard_normal
+    return [sample("feature", x((2, 3, 4)), 0.5, True, False),
+            sample("alpha_nc", nc(x((3, 4))), 0.3, False, True),
+            sample("feature_alpha", x((2, 3, 2, 2)), 0.4, True, True),
+            sample("p1_alpha", x((3, 4)), 1.0, False, True)]
+
+
+def _dropout_backward_samples(rng):
+    def mask(*s):
+        return rng.uniform(0, 1, s) > 0.4
+
+    g = rng.standard_normal
+    return [sample("2d", g((3, 4)), mask(3, 4), 1.5), sample("bcast_mask", g((2, 3, 4)), mask(2, 3, 1), 2.0),
+            sample("0d", g(()), np.array(True), 0.5)]
+
+
+# The gradient is linear in grad_output and diagonal, so it is its own vjp.
+native_dropout_backward = defop(
+    "native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor", _native_dropout_backward,
+    {"grad_output": lambda grad, mask, scale: native_dropout_backward(grad, mask, scale)},
+    jvp="linear",
+    method=False, api=False, torch="torch.ops.aten.native_dropout_backward",
+    samples=_dropout_backward_samples).call
+native_dropout = defop(
+    "native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)", _native_dropout,
+    {"input": lambda grad, result1, p, train: native_dropout_backward(grad, result1, _dropout_scale(p, train))},
+    jvp=lambda input_t, result1, p, train:  # the tangent through the same mask (no second draw)
+        (native_dropout_backward(input_t, result1, _dropout_scale(p, train)), None),
+    method=False, samples=_dropout_samples, extra=_RANDOM).call
+dropout_impl = defop(
+    "_dropout_impl(Tensor input, float p, bool feature, bool alpha) -> (Tensor, Tensor)", _dropout_impl,
+    {"input": lambda grad, result1, p, alpha: native_dropout_backward(
+        grad, result1, _alpha_scale(p) if alpha else _dropout_scale(p))},
+    jvp=lambda input_t, result1, p, alpha: (native_dropout_backward(
+        input_t, result1, _alpha_scale(p) if alpha else _dropout_scale(p)), None),
+    method=False, api=False, samples=_dropout_impl_samples, extra=_RANDOM).call

@@ -15,8 +15,8 @@ from .. import _backend
 from .. import _dtype as D
 from .. import return_types
 from .._tensor import Tensor, _wrap_dim
-from ..autograd.grad_mode import state as _gs
 from .pointwise import where
+from .jvp import plus
 from .registry import NAMESPACES, OPS, defcomposite, defop
 from .samples import nc, sample
 from .shape import dims_arg
@@ -131,7 +131,7 @@ def _sum_all(x, dtype):
 
 # PyTorch's overloads, which name the nodes: x.sum() is SumBackward0, x.sum(dim) SumBackward1.
 sum_all = defop("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", _sum_all,
-                {"self": lambda grad, self_shape: grad.expand(self_shape)},
+                {"self": lambda grad, self_shape: grad.expand(self_shape)}, jvp="linear",
                 api=False, method=False, torch="torch.sum",
                 samples=lambda rng: [sample("2d", rng.standard_normal((3, 4))),
                                      sample("0d", rng.standard_normal(())),
@@ -140,7 +140,7 @@ sum_all = defop("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", _sum_al
 sum_dim = defop(
     "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
     _sum, {"self": lambda grad, self_shape, dim, keepdim: unreduce(grad, self_shape, dim, keepdim)},
-    api=False, method=False, node_name="SumBackward1", torch="torch.sum",
+    jvp="linear", api=False, method=False, node_name="SumBackward1", torch="torch.sum",
     samples=lambda rng: [sample("all", rng.standard_normal((3, 4)), None),
                          sample("dim", rng.standard_normal((3, 4)), 1),
                          sample("dims_keep", rng.standard_normal((2, 3, 4)), (0, 2), True),
@@ -183,12 +183,13 @@ def _mean_grad(grad, self_shape, dim, keepdim):
 mean_all = defop("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor",
                  lambda x, dtype: _mean(x, None, False, dtype),
                  {"self": lambda grad, self_shape: _mean_grad(grad, self_shape, None, False)},
-                 api=False, method=False, torch="torch.mean",
+                 jvp="linear", api=False, method=False, torch="torch.mean",
                  samples=lambda rng: [sample("2d", rng.standard_normal((3, 4))),
                                       sample("0d", rng.standard_normal(()))]).call
 mean_dim = defop(
     "mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-    _mean, {"self": _mean_grad}, api=False, method=False, node_name="MeanBackward1", torch="torch.mean",
+    _mean, {"self": _mean_grad}, jvp="linear",
+    api=False, method=False, node_name="MeanBackward1", torch="torch.mean",
     samples=lambda rng: [sample("all", rng.standard_normal((3, 4)), None),
                          sample("dim", rng.standard_normal((3, 4)), 0),
                          sample("dims_keep", rng.standard_normal((2, 3, 4)), (1, 2), True),
@@ -237,6 +238,16 @@ def _even_grad(grad, self, result, dim, keepdim):
     mask = self == unreduce(result, self.shape, dim, keepdim)
     count = mask.sum(dims_arg(dim, self.dim()) if self.dim() else None, keepdim=True)
     return unreduce(grad, self.shape, dim, keepdim) * mask / count
+
+
+def _even_jvp(self_t, self, result, dim, keepdim):
+    """Tangent of a value-selecting reduction: the mean of the tangents at the ties."""
+    mask = self == unreduce(result, self.shape, dim, keepdim)
+    return (self_t * mask).sum(dim, keepdim) / mask.sum(dim, keepdim)
+
+
+def _ones(t) -> Tensor:
+    return _const(_backend.namespace_of(t._data).ones(t._data.shape, t._data.dtype))
 
 
 def _rev_cumsum(g, dim):
@@ -312,11 +323,21 @@ def _prod_samples(rng):
             sample("dtype", rng.uniform(0.5, 1.5, (3,)), 0, dtype=D.float64)]
 
 
+# A reduction's tangent: the tangent times d result / d self (the VJP of ones), summed.
 prod_all = defop("prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", _prod_all,
-                 {"self": _prod_all_grad}, api=False, method=False, torch="torch.prod",
+                 {"self": _prod_all_grad},
+                 jvp=lambda self_p, self_t, result:
+                     (self_t * _prod_all_grad(1.0, self_p, result)).sum(),
+                 api=False, method=False, torch="torch.prod",
                  samples=lambda rng: [s for s in _prod_samples(rng) if len(s.args) == 1]).call
+def _prod_dim_jvp(self_p, self_t, result, dim, keepdim):
+    return (self_t * _prod_dim_grad(_ones(result), self_p, result, dim, keepdim)).sum(dim, keepdim)
+
+
 prod_dim = defop("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-                 _prod_dim, {"self": _prod_dim_grad}, api=False, method=False, node_name="ProdBackward1",
+                 _prod_dim, {"self": _prod_dim_grad},
+                 jvp=_prod_dim_jvp,
+                 api=False, method=False, node_name="ProdBackward1",
                  torch="torch.prod",
                  samples=lambda rng: [s for s in _prod_samples(rng) if len(s.args) > 1]
                  + [sample("0d_dim", rng.standard_normal(()), 0)]).call
@@ -358,11 +379,11 @@ def _take_along(x, indices, dim, keepdim):
 select_backward = defop(
     "_select_backward(Tensor grad, Tensor indices, int dim, int[] shape, bool keepdim) -> Tensor",
     _select_backward, {"grad": lambda grad, indices, dim, keepdim: take_along(grad, indices, dim, keepdim)},
-    method=False, api=False).call
+    jvp="linear", method=False, api=False).call
 take_along = defop(
     "_take_along(Tensor self, Tensor indices, int dim, bool keepdim) -> Tensor", _take_along,
     {"self": lambda grad, indices, dim, self_shape, keepdim: select_backward(grad, indices, dim, self_shape, keepdim)},
-    method=False, api=False).call
+    jvp="linear", method=False, api=False).call
 
 
 def _extreme_all(name, f):
@@ -456,16 +477,20 @@ for _name, _f, _argf in (("max", np.max, np.argmax), ("min", np.min, np.argmin))
     _ext[_name] = (
         defop(f"{_name}(Tensor self) -> Tensor", _extreme_all(_name, _f),
               {"self": lambda grad, self, result: _even_grad(grad, self, result, None, False)},
+              jvp=lambda self_t, self, result: _even_jvp(self_t, self, result, None, False),
               api=False, method=False, torch=f"torch.{_name}", node_name=f"{_name.capitalize()}Backward1",
               samples=_extreme_samples).call,
         defop(f"{_name}.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
               _extreme_dim(_name, _argf),
               {"self": lambda grad, indices, dim, self_shape, keepdim:
                    select_backward(grad, indices, dim, self_shape, keepdim)},
+              jvp=lambda self_t, indices, dim, keepdim:
+                  (take_along(self_t, indices, dim, keepdim), None),
               api=False, method=False, torch=f"torch.{_name}", samples=_extreme_dim_samples).call,
     )
     defop(f"a{_name}(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", _amax_fwd(f"a{_name}", _f),
           {"self": lambda grad, self, result, dim, keepdim: _even_grad(grad, self, result, dim, keepdim)},
+          jvp=_even_jvp,
           samples=_amax_samples)
     defop(f"arg{_name}(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", _argext(f"arg{_name}", _argf),
           samples=lambda rng: [sample("all", rng.standard_normal((3, 4))),
@@ -526,6 +551,18 @@ def _std_grad(grad, self, result, dim, correction, keepdim):
     return _var_grad(where(result == 0, 0.0, grad / (2 * result)), self, dim, correction, keepdim)
 
 
+def _var_jvp(self_p, self_t, dim, correction, keepdim):
+    n = _count(self_p.shape, dim) - (1 if correction is None else correction)
+    dims = dims_arg(dim, self_p.dim()) if self_p.dim() else None
+    d = ((self_p - self_p.mean(dims, keepdim=True)) * self_t).sum(dim, keepdim)
+    return d * (2.0 / n if n else float("inf"))
+
+
+def _std_jvp(self_p, self_t, result, dim, correction, keepdim):
+    d = _var_jvp(self_p, self_t, dim, correction, keepdim)
+    return where(result == 0, 0.0, d / (2 * result))  # 0 where std is 0, as _std_grad
+
+
 def _moment_samples(rng):
     return [sample("all", rng.standard_normal((3, 4))),
             sample("dim", rng.standard_normal((3, 4)), 1),
@@ -536,10 +573,13 @@ def _moment_samples(rng):
 
 
 var_rec = defop("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
-                _moment("var", np.var), {"self": _var_grad}, api=False, method=False, torch="torch.var",
+                _moment("var", np.var), {"self": _var_grad}, jvp=_var_jvp,
+                api=False, method=False, torch="torch.var",
                 samples=_moment_samples)
 std_rec = defop("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
-                _moment("std", np.std), {"self": _std_grad}, api=False, method=False, torch="torch.std",
+                _moment("std", np.std), {"self": _std_grad},
+                jvp=_std_jvp,
+                api=False, method=False, torch="torch.std",
                 samples=_moment_samples)
 
 
@@ -605,9 +645,16 @@ def _vector_norm_grad(grad, self, result, ord, dim, keepdim):
     return self * self.abs() ** (ord - 2) * scale
 
 
+def _vector_norm_jvp(self_p, self_t, result, ord, dim, keepdim):
+    d = _vector_norm_grad(_ones(result), self_p, result, ord, dim, keepdim)
+    return (self_t * d).sum(dim, keepdim)
+
+
 vector_norm = defop(
     "vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-    _vector_norm, {"self": _vector_norm_grad}, api="linalg.vector_norm", method=False,
+    _vector_norm, {"self": _vector_norm_grad},
+    jvp=_vector_norm_jvp,
+    api="linalg.vector_norm", method=False,
     node_name="LinalgVectorNormBackward0",
     samples=lambda rng: [sample("all", rng.standard_normal((3, 4))),
                          sample("dim", rng.standard_normal((3, 4)), 2, 1),
@@ -680,6 +727,8 @@ def _logsumexp(x, dim, keepdim):
 defop("logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor", _logsumexp,
       {"self": lambda grad, self, result, dim, keepdim:
            unreduce(grad, self.shape, dim, keepdim) * (self - unreduce(result, self.shape, dim, keepdim)).exp()},
+      jvp=lambda self_p, self_t, result, dim, keepdim: (
+          self_t * (self_p - unreduce(result, self_p.shape, dim, keepdim)).exp()).sum(dim, keepdim),
       samples=lambda rng: [sample("dim", rng.standard_normal((3, 4)), 1),
                            sample("dims_keep", rng.standard_normal((2, 3, 4)), (0, -1), True),
                            sample("nc", nc(rng.standard_normal((3, 4)) * 30), -1),
@@ -733,7 +782,7 @@ def _cumulative_samples(rng, zeros=False):
 
 
 defop("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", _cumulative(np.cumsum),
-      {"self": _cumsum_grad}, samples=_cumulative_samples)
+      {"self": _cumsum_grad}, jvp="linear", samples=_cumulative_samples)
 defop("cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", _cumulative(np.cumprod),
       {"self": _cumprod_grad}, samples=lambda rng: _cumulative_samples(rng, zeros=True))
 
@@ -777,25 +826,89 @@ def _softmax_samples(rng):
             sample("int_dtype", np.arange(6).reshape(2, 3), 1, dtype=D.float64)]
 
 
-def _softmax_grad(grad, result, dim):
-    if not result.dim():
-        return grad * 0
-    if not _gs.grad_enabled and type(grad) is Tensor:  # no graph to record: two array passes
-        g, y = grad._data, result._data
-        out = g - sum_keep(g * y, dim)
-        out *= y
-        return Tensor._make(out, None, 0, None)
-    return result * (grad - (grad * result).sum(dim, keepdim=True))
+def _softmax_backward(g, y, dim, input_dtype):
+    """``y * (g - sum(g * y))`` over ``dim`` in two array passes (a 0-d tensor is one row).
+    NOTE(pytorch): ``input_dtype`` is in the schema only; the CPU kernel keeps ``g``'s dtype."""
+    out = g - (g * y if y.ndim == 0 else sum_keep(g * y, _wrap_dim(dim, y.ndim)))
+    out *= y
+    return out
 
 
-def _log_softmax_grad(grad, result, dim):
-    return grad - result.exp() * grad.sum(dim, keepdim=True) if result.dim() else grad * 0
+def _log_softmax_backward(g, y, dim, input_dtype):
+    """``g - exp(y) * sum(g)`` over ``dim`` (``input_dtype`` as in ``_softmax_backward``)."""
+    e = np.exp(y)
+    e *= g if y.ndim == 0 else sum_keep(g, _wrap_dim(dim, y.ndim))
+    return g - e
 
 
+def _softmax_backward_samples(rng):
+    def s(*shape):  # positive rows summing to 1, as softmax outputs are
+        e = rng.uniform(0.1, 1.0, shape)
+        return e / e.sum(-1, keepdims=True)
+
+    return [sample("dim", rng.standard_normal((3, 4)), s(3, 4), 1, D.float64),
+            sample("neg_nc", nc(rng.standard_normal((2, 3, 4))), s(2, 3, 4), -2, D.float64),
+            sample("0d", rng.standard_normal(()), rng.uniform(0.1, 1.0, ()), 0, D.float64)]
+
+
+def _log_softmax_backward_samples(rng):
+    return [sample(s.name, s.args[0], np.asarray(np.log(s.args[1])), *s.args[2:])
+            for s in _softmax_backward_samples(rng)]
+
+
+def _softmax_backward_jvp(grad_output_p, grad_output_t, output_p, output_t, dim, input_dtype):
+    """The product rule on ``y * (g - sum(g * y))``."""
+    g, y = grad_output_p, output_p
+    r = None if grad_output_t is None else softmax_backward_data(grad_output_t, y, dim, input_dtype)
+    if output_t is not None:
+        s, st = (g * y).sum(dim, keepdim=True), (g * output_t).sum(dim, keepdim=True)
+        r = plus(r, output_t * (g - s) - y * st)
+    return r
+
+
+def _log_softmax_backward_jvp(grad_output_p, grad_output_t, output_p, output_t, dim, input_dtype):
+    """The product rule on ``g - exp(y) * sum(g)``."""
+    g, y = grad_output_p, output_p
+    r = None
+    if grad_output_t is not None:
+        r = log_softmax_backward_data(grad_output_t, y, dim, input_dtype)
+    if output_t is not None:
+        r = plus(r, -output_t * y.exp() * g.sum(dim, keepdim=True))
+    return r
+
+
+# Fused backward kernels (two array passes instead of four dispatches per node); the Jacobian of
+# softmax is symmetric, so the gradient's own vjp in ``grad_output`` is the same op (and
+# softmax's JVP is its VJP with the tangent as gradient).
+softmax_backward_data = defop(
+    "_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+    _softmax_backward,
+    {"grad_output": lambda grad, output, dim, input_dtype: softmax_backward_data(grad, output, dim, input_dtype),
+     "output": lambda grad, grad_output, output, dim:
+        grad * (grad_output - (grad_output * output).sum(dim, keepdim=True))
+        - grad_output * (grad * output).sum(dim, keepdim=True)}, jvp=_softmax_backward_jvp,
+    method=False, api=False, torch="torch.ops.aten._softmax_backward_data",
+    samples=_softmax_backward_samples).call
+log_softmax_backward_data = defop(
+    "_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+    _log_softmax_backward,
+    {"grad_output": lambda grad, output, dim: grad - (grad * output.exp()).sum(dim, keepdim=True),
+     "output": lambda grad, grad_output, output, dim: -grad * output.exp() * grad_output.sum(dim, keepdim=True)},
+    jvp=_log_softmax_backward_jvp,
+    method=False, api=False, torch="torch.ops.aten._log_softmax_backward_data",
+    samples=_log_softmax_backward_samples).call
+
+# (the gradient comes in the output's dtype; the engine casts it to the input's, as for dtype=)
 softmax = defop("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", _softmax,
-                {"self": _softmax_grad}, node_name="SoftmaxBackward0", samples=_softmax_samples).call
+                {"self": lambda grad, result, dim: softmax_backward_data(grad, result, dim, result.dtype)},
+                jvp=lambda self_t, result, dim:
+                    softmax_backward_data(self_t, result, dim, result.dtype),
+                node_name="SoftmaxBackward0", samples=_softmax_samples).call
 log_softmax = defop("log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", _log_softmax,
-                    {"self": _log_softmax_grad}, node_name="LogSoftmaxBackward0", samples=_softmax_samples).call
+                    {"self": lambda grad, result, dim: log_softmax_backward_data(grad, result, dim, result.dtype)},
+                    jvp=lambda self_t, result, dim:
+                        self_t - (self_t * result.exp()).sum(dim, keepdim=True),
+                    node_name="LogSoftmaxBackward0", samples=_softmax_samples).call
 
 
 def _functional(op, name):

@@ -19,10 +19,12 @@ import numpy as np
 from .. import _backend
 from .. import _dtype as D
 from .._tensor import Tensor, ViewInfo, gradient_edge, move_retains_grad, refresh_view
-from ..autograd.graph import SECOND_BACKWARD_MSG, Node, RawSaved, next_sequence_nr, save_input, save_output
+from ..autograd.node import SECOND_BACKWARD_MSG, Node, next_sequence_nr
+from ..autograd.saved import RawSaved, save_input, save_output
 from ..autograd import dispatch_mode as _dm
 from ..autograd.grad_mode import state as _gs
 from . import fastpath
+from . import jvp as _jvp
 from . import overload as _overload
 
 __all__ = ["defop", "defcomposite", "dispatch", "OPS", "OpRecord", "push_mode", "pop_mode"]
@@ -263,9 +265,10 @@ def defop(
     rec.kind = "view" if rec.views_of else ("inplace" if rec.mutates else "plain")
     rec.torch = torch
     rec.gradcheck = gradcheck
-    rec.extra = extra or {}
+    rec.extra = dict(extra or ())  # its own: generated code and the overload packet go here
     rec.tolerance = None
     _build_backward(rec, vjp, node_name or camel(name) + "Backward0")
+    rec.jvp = _jvp.prepare(rec, jvp)  # forward AD reads it (autograd/forward_ad.py)
     rec.call = fastpath.public(rec, dispatch, _ScalarSaved) or _make_public(rec)
     if rec.node_cls is not None:
         apply = fastpath.node_apply(rec)
@@ -316,7 +319,7 @@ def defcomposite(fn, *, samples, name: str | None = None, api: str | None = None
     rec.method = rec.name if method is True else (method or None)
     rec.torch = torch
     rec.gradcheck = gradcheck
-    rec.extra = extra or {}
+    rec.extra = dict(extra or ())  # its own: generated code and the overload packet go here
     rec.differentiable = True
     if rec.name in OPS:
         raise ValueError(f"op {rec.name} registered twice")
@@ -432,6 +435,8 @@ class OpNode(Node):
         if saved is None:
             raise RuntimeError(SECOND_BACKWARD_MSG)
         s = saved[k]
+        if s is None:  # not saved: no formula that reads it runs (PyTorch answers None too)
+            return None
         return [x._unpack_saved(self) for x in s] if type(s) is list else s._unpack_saved(self)
 
     def apply(self, grads):
@@ -478,9 +483,24 @@ def _materialize(node, grads):
     )
 
 
+def _live(rec, edges, lens) -> list:
+    """Per differentiable parameter, whether its gradient is wanted (any of its edges exists;
+    a list parameter has one edge per tensor, ``lens`` giving each parameter's count)."""
+    if not rec.has_list:
+        return [e is not None for e in edges]
+    live, i = [], 0
+    for n in lens:
+        live.append(any(e is not None for e in edges[i:i + n]))
+        i += n
+    return live
+
+
 def _apply_with_lists(node, rec, grads, S, A, N):
     per_param = [None] * len(rec.diff_pos)
+    live = _live(rec, node.next_edges, A[-1])
     for slot, f, call, _ in rec.vjp_plan:
+        if not any(live[s] for s in (slot if type(slot) is tuple else (slot,))):
+            continue  # no gradient wanted: its saved values were not kept either
         res = call(f, grads, S, A, N)
         if type(slot) is int:
             per_param[slot] = res
@@ -694,8 +714,9 @@ def _run(rec, args):
         loc.depth = depth
 
 
-def _new_node(rec, args, self_override=None):
-    """Create the node: edges to the differentiable inputs, saved inputs and arguments."""
+def _new_node(rec, args, old_self=None):
+    """Create the node: edges to the differentiable inputs, saved inputs and arguments.
+    ``old_self(self)``: what to save for ``self`` (an in-place op's copy of it, made only if saved)."""
     cls = rec.node_cls
     node = _new(cls)
     edges = []
@@ -712,13 +733,16 @@ def _new_node(rec, args, self_override=None):
     node._extra = None
     saved = []
     need = rec.save_need
+    lens = (tuple(len(args[i]) if rec.params[i].code == T_TENSOR_LIST else 1 for i in rec.diff_pos)
+            if rec.has_list else None)
+    live = _live(rec, edges, lens)
     for k, (kind, pos) in enumerate(rec.save_plan):
-        if not rec.has_list and not any(edges[d] is not None for d in need[k]):
+        if not any(live[d] for d in need[k]):  # no formula that reads it will run
             saved.append(None)
         elif kind == "in":
             a = args[pos]
-            if pos == 0 and self_override is not None:
-                a = self_override
+            if pos == 0 and old_self is not None:
+                a = old_self(a)
             if type(a) in (list, tuple):
                 saved.append([save_input(t) for t in a])
             elif isinstance(a, Tensor):
@@ -730,9 +754,7 @@ def _new_node(rec, args, self_override=None):
     node._saved = saved
     if rec.arg_plan or rec.has_list:
         node._args = tuple(_arg_value(kind, args[pos]) for kind, pos in rec.arg_plan) + (
-            (tuple(len(args[i]) if rec.params[i].code == T_TENSOR_LIST else 1 for i in rec.diff_pos),)
-            if rec.has_list else ()
-        )
+            (lens,) if rec.has_list else ())
     else:
         node._args = ()
     return node
@@ -772,9 +794,13 @@ class _ScalarSaved:
 def _attach(rec, node, outs) -> None:
     """Save outputs the formulas need, set each output's grad_fn, record input metadata."""
     saved = node._saved
+    live = None
     for k, (kind, pos) in enumerate(rec.save_plan):
-        if kind == "out" and (rec.has_list or any(node.next_edges[d] is not None for d in rec.save_need[k])):
-            saved[k] = save_output(outs[pos], pos)
+        if kind == "out":
+            if live is None:
+                live = _live(rec, node.next_edges, node._args[-1] if rec.has_list else None)
+            if any(live[d] for d in rec.save_need[k]):
+                saved[k] = save_output(outs[pos], pos)
     node._saved = tuple(saved) if saved else ()
     meta = []
     for nr, o in enumerate(outs):
@@ -880,11 +906,8 @@ def _run_inplace(rec, args):
             "memory location. Please clone() the tensor before performing the operation.")
     recording = rg and grad_on and base_rec.node_cls is not None and dst.dtype.kind in "fc"
     if recording:
-        orig = None
-        if ("in", 0) in base_rec.save_plan:  # the formula needs self as it was before the write
-            orig = _make(dst.copy(), self._grad_fn, self._output_nr, None)
-            orig._rg = self._rg
-        node = _new_node(base_rec, args, orig)
+        # A formula reading self needs it as it was before the write.
+        node = _new_node(base_rec, args, _copy_of_self if ("in", 0) in base_rec.save_plan else None)
     np.copyto(dst, res, casting="unsafe")
     self._bump()
     if recording:
@@ -897,6 +920,12 @@ def _run_inplace(rec, args):
             if t._meta is not None:
                 move_retains_grad(t, fn, nr)  # a retain_grad follows the tensor's new grad_fn
     return self
+
+
+def _copy_of_self(self):
+    orig = _make(self._data.copy(), self._grad_fn, self._output_nr, None)
+    orig._rg = self._rg
+    return orig
 
 
 def _op_title(node) -> str:

@@ -77,7 +77,7 @@ def _view(x, size):
 
 
 _view_rec = defop("view(Tensor(a) self, int[] size) -> Tensor(a)", _view,
-                  {"self": lambda grad, self_shape: grad.reshape(self_shape)},
+                  {"self": lambda grad, self_shape: grad.reshape(self_shape)}, jvp="linear",
                   method=False, api=False,
                   samples=lambda rng: [sample("flat", rng.standard_normal((3, 4)), (12,)),
                                        sample("infer", rng.standard_normal((2, 6)), (3, -1)),
@@ -125,7 +125,7 @@ def _legacy(x):
 
 
 _expand_rec = defop("expand(Tensor(a) self, int[] size, *, bool implicit=False) -> Tensor(a)", _expand,
-                    {"self": lambda grad, self_shape: grad.sum_to_size(self_shape)},
+                    {"self": lambda grad, self_shape: grad.sum_to_size(self_shape)}, jvp="linear",
                     method=False, api=False,
                     samples=lambda rng: [sample("rows", rng.standard_normal((1, 4)), (3, 4)),
                                          sample("new_dim", rng.standard_normal((3,)), (2, 3)),
@@ -160,7 +160,7 @@ def _squeeze(x, dim):
 
 
 defop("squeeze(Tensor(a) self, int[]? dim=None) -> Tensor(a)", _squeeze,
-      {"self": lambda grad, self_shape: grad.reshape(self_shape)},
+      {"self": lambda grad, self_shape: grad.reshape(self_shape)}, jvp="linear",
       samples=lambda rng: [sample("all", rng.standard_normal((1, 3, 1))),
                            sample("dim", rng.standard_normal((1, 3, 1)), 2),
                            sample("dims", rng.standard_normal((1, 3, 1)), (0, 1)),
@@ -172,7 +172,7 @@ def _unsqueeze(x, dim):
 
 
 defop("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", _unsqueeze,
-      {"self": lambda grad, dim: grad.squeeze(dim)},
+      {"self": lambda grad, dim: grad.squeeze(dim)}, jvp="linear",
       samples=lambda rng: [sample("front", rng.standard_normal((3, 4)), 0),
                            sample("neg", rng.standard_normal((3, 4)), -1),
                            sample("0d", rng.standard_normal(()), 0)])
@@ -185,7 +185,7 @@ def _transpose(x, dim0, dim1):
 
 
 defop("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", _transpose,
-      {"self": lambda grad, dim0, dim1: grad.transpose(dim0, dim1)},
+      {"self": lambda grad, dim0, dim1: grad.transpose(dim0, dim1)}, jvp="linear",
       samples=lambda rng: [sample("2d", rng.standard_normal((3, 4)), 0, 1),
                            sample("3d_neg", rng.standard_normal((2, 3, 4)), -1, 0),
                            sample("nc", nc(rng.standard_normal((3, 4))), 1, 0)])
@@ -213,7 +213,7 @@ def _inverse_perm(dims):
 
 
 _permute_rec = defop("permute(Tensor(a) self, int[] dims) -> Tensor(a)", _permute,
-                     {"self": lambda grad, dims: grad.permute(_inverse_perm(dims))},
+                     {"self": lambda grad, dims: grad.permute(_inverse_perm(dims))}, jvp="linear",
                      method=False,
                      samples=lambda rng: [sample("3d", rng.standard_normal((2, 3, 4)), (2, 0, 1)),
                                           sample("neg", rng.standard_normal((2, 3, 4)), (-1, -2, -3))])
@@ -232,7 +232,7 @@ def _t(x):
     return x.T
 
 
-defop("t(Tensor(a) self) -> Tensor(a)", _t, {"self": lambda grad: grad.t()},
+defop("t(Tensor(a) self) -> Tensor(a)", _t, {"self": lambda grad: grad.t()}, jvp="linear",
       samples=lambda rng: [sample("2d", rng.standard_normal((3, 4))), sample("1d", rng.standard_normal((3,)))])
 
 
@@ -244,7 +244,8 @@ def _slice_backward(grad, shape, key):
 
 
 slice_backward = defop("_slice_backward(Tensor grad, int[] shape, Any key) -> Tensor", _slice_backward,
-                       {"grad": lambda grad, key: grad[key]}, method=False, api=False).call
+                       {"grad": lambda grad, key: grad[key]}, jvp="linear",
+                       method=False, api=False).call
 
 
 # --- slices of one dim: narrow, select ---
@@ -272,7 +273,7 @@ defop("narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)
       lambda x, dim, start, length: x[_narrow_args(x.shape, dim, start, length)],
       {"self": lambda grad, self_shape, dim, start, length:
           slice_backward(grad, self_shape, _narrow_args(self_shape, dim, start, length))},
-      node_name="SliceBackward0",
+      jvp="linear", node_name="SliceBackward0",
       samples=lambda rng: [sample("mid", rng.standard_normal((5, 3)), 0, 1, 3),
                            sample("neg", nc(rng.standard_normal((3, 6))), -1, -4, 2)])
 
@@ -290,7 +291,7 @@ def _select_key(shape, dim, index):
 defop("select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)",
       lambda x, dim, index: x[_select_key(x.shape, dim, index)],
       {"self": lambda grad, self_shape, dim, index:
-          slice_backward(grad, self_shape, _select_key(self_shape, dim, index))},
+          slice_backward(grad, self_shape, _select_key(self_shape, dim, index))}, jvp="linear",
       samples=lambda rng: [sample("row", rng.standard_normal((3, 4)), 0, 1),
                            sample("neg", nc(rng.standard_normal((3, 4))), -1, -2),
                            sample("1d", rng.standard_normal((4,)), 0, 3)])
@@ -310,7 +311,7 @@ slice_rec = defop(
     lambda x, dim, start, end, step: x[_slice_key(x.shape, dim, start, end, step)],
     {"self": lambda grad, self_shape, dim, start, end, step:
         slice_backward(grad, self_shape, _slice_key(self_shape, dim, start, end, step))},
-    api=False, method=False, torch="torch.ops.aten.slice.Tensor",
+    jvp="linear", api=False, method=False, torch="torch.ops.aten.slice.Tensor",
     samples=lambda rng: [sample("rows", rng.standard_normal((5, 3)), 0, 1, 4),
                          sample("step_nc", nc(rng.standard_normal((3, 6))), -1, None, None, 2),
                          sample("clamp", rng.standard_normal((4,)), 0, -10, 10),
@@ -318,7 +319,7 @@ slice_rec = defop(
 
 # What ``x[...]`` records: a new tensor sharing all of ``self``.
 alias_rec = defop("alias(Tensor(a) self) -> Tensor(a)", lambda x: x.view(), {"self": lambda grad: grad},
-                  api=False, method=False, torch="torch.ops.aten.alias",
+                  jvp="linear", api=False, method=False, torch="torch.ops.aten.alias",
                   samples=lambda rng: [sample("2d", rng.standard_normal((3, 4))),
                                        sample("0d", rng.standard_normal(()))])
 
@@ -356,13 +357,14 @@ diagonal_backward = defop(
     "diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor",
     _diagonal_backward,
     {"grad_output": lambda grad, offset, dim1, dim2: grad.diagonal(offset, dim1, dim2)},
+    jvp="linear",
     method=False, api=False, samples=lambda rng: [sample("2d", rng.standard_normal((3,)), (3, 4), 0, 0, 1),
                                                   sample("off", rng.standard_normal((2, 3)), (2, 3, 4), -1, 2, 1)],
     torch="torch.ops.aten.diagonal_backward").call
 
 defop("diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)", _diagonal,
       {"self": lambda grad, self_shape, offset, dim1, dim2:
-          diagonal_backward(grad, self_shape, offset, dim1, dim2)},
+          diagonal_backward(grad, self_shape, offset, dim1, dim2)}, jvp="linear",
       samples=lambda rng: [sample("square", rng.standard_normal((4, 4))),
                            sample("wide_off", rng.standard_normal((3, 5)), 1),
                            sample("neg_off_3d", nc(rng.standard_normal((3, 4, 5))), -1, 2, 0)])
@@ -380,7 +382,7 @@ def _diag_embed(x, offset, dim1, dim2):
 
 
 defop("diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor", _diag_embed,
-      {"self": lambda grad, offset, dim1, dim2: grad.diagonal(offset, dim1, dim2)},
+      {"self": lambda grad, offset, dim1, dim2: grad.diagonal(offset, dim1, dim2)}, jvp="linear",
       samples=lambda rng: [sample("1d", rng.standard_normal((3,))),
                            sample("batch_off", rng.standard_normal((2, 3)), 1),
                            sample("dims", nc(rng.standard_normal((2, 3))), -2, 0, 2)])
@@ -395,7 +397,7 @@ def _unbind(x, dim):
 
 
 defop("unbind.int(Tensor(a) self, int dim=0) -> Tensor(a)[]", _unbind,
-      {"self": lambda grads, dim: stack(grads, dim)},
+      {"self": lambda grads, dim: stack(grads, dim)}, jvp="linear",
       samples=lambda rng: [sample("rows", rng.standard_normal((3, 4))),
                            sample("neg_nc", nc(rng.standard_normal((2, 3))), -1),
                            sample("1d", rng.standard_normal((3,)))])
@@ -432,12 +434,13 @@ def _split_with_sizes(x, split_sizes, dim):
 
 
 _split_rec = defop("split.Tensor(Tensor(a) self, SymInt split_size, int dim=0) -> Tensor(a)[]", _split,
-                   {"self": lambda grads, dim: cat(grads, dim)}, api=False, method=False, torch="torch.split",
+                   {"self": lambda grads, dim: cat(grads, dim)}, jvp="linear",
+                   api=False, method=False, torch="torch.split",
                    samples=lambda rng: [sample("even", rng.standard_normal((4, 3)), 2),
                                         sample("ragged_neg", nc(rng.standard_normal((3, 5))), 2, -1)])
 _split_sizes_rec = defop(
     "split_with_sizes(Tensor(a) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]", _split_with_sizes,
-    {"self": lambda grads, dim: cat(grads, dim)},
+    {"self": lambda grads, dim: cat(grads, dim)}, jvp="linear",
     samples=lambda rng: [sample("sizes", rng.standard_normal((6, 2)), (1, 0, 2, 3)),
                          sample("neg_dim", nc(rng.standard_normal((2, 5))), [3, 2], -1)])
 
@@ -598,7 +601,8 @@ def _cat_backward(grad, tensors_shape, dim):
     return out
 
 
-cat = defop("cat(Tensor[] tensors, int dim=0) -> Tensor", _cat, {"tensors": _cat_backward}, method=False,
+cat = defop("cat(Tensor[] tensors, int dim=0) -> Tensor", _cat, {"tensors": _cat_backward},
+            jvp="linear", method=False,
             samples=lambda rng: [sample("rows", [rng.standard_normal((2, 3)), rng.standard_normal((1, 3))]),
                                  sample("neg_nc", [nc(rng.standard_normal((2, 3))),
                                                    rng.standard_normal((2, 2))], -1),
@@ -619,7 +623,7 @@ def _stack(xs, dim):
 
 
 stack = defop("stack(Tensor[] tensors, int dim=0) -> Tensor", _stack,
-              {"tensors": lambda grad, dim: grad.unbind(dim)}, method=False,
+              {"tensors": lambda grad, dim: grad.unbind(dim)}, jvp="linear", method=False,
               samples=lambda rng: [sample("front", [rng.standard_normal((2, 3)), rng.standard_normal((2, 3))]),
                                    sample("last_nc", [nc(rng.standard_normal((2, 3))),
                                                       rng.standard_normal((2, 3))], -1),
@@ -646,7 +650,7 @@ def _repeat_backward(grad, self_shape, repeats):
 
 
 _repeat_rec = defop("repeat(Tensor self, SymInt[] repeats) -> Tensor", _repeat, {"self": _repeat_backward},
-                    method=False, api=False, torch="Tensor.repeat",
+                    jvp="linear", method=False, api=False, torch="Tensor.repeat",
                     samples=lambda rng: [sample("2d", rng.standard_normal((2, 3)), (2, 3)),
                                          sample("lead_nc", nc(rng.standard_normal((2, 3))), (2, 1, 2)),
                                          sample("0d", rng.standard_normal(()), (3,)),
@@ -677,6 +681,7 @@ def _flip(x, dims):
 
 
 _flip_rec = defop("flip(Tensor self, int[] dims) -> Tensor", _flip, {"self": lambda grad, dims: grad.flip(dims)},
+                  jvp="linear",
                   method=False, samples=lambda rng: [sample("one", rng.standard_normal((3, 4)), (0,)),
                                                      sample("both_nc", nc(rng.standard_normal((3, 4))), (-1, 0)),
                                                      sample("0d", rng.standard_normal(()), (0,))])
@@ -705,6 +710,7 @@ def _roll(x, shifts, dims):
 
 defop("roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor", _roll,
       {"self": lambda grad, shifts, dims: grad.roll([-s for s in _dim_list(shifts)], dims)},
+      jvp="linear",
       samples=lambda rng: [sample("flat", rng.standard_normal((3, 4)), 5),
                            sample("dim_neg", nc(rng.standard_normal((3, 4))), -1, 1),
                            sample("dims", rng.standard_normal((3, 4)), (1, 2), (0, -1)),
@@ -728,7 +734,7 @@ def _triangle(name, lower):
 for _name, _lower in (("tril", True), ("triu", False)):
     defop(f"{_name}(Tensor self, int diagonal=0) -> Tensor", _triangle(_name, _lower),
           {"self": (lambda grad, diagonal: grad.tril(diagonal)) if _name == "tril"
-           else (lambda grad, diagonal: grad.triu(diagonal))},
+           else (lambda grad, diagonal: grad.triu(diagonal))}, jvp="linear",
           inplace=_name + "_",
           samples=lambda rng: [sample("square", rng.standard_normal((4, 4))),
                                sample("wide_off", rng.standard_normal((3, 5)), 1),

@@ -1,15 +1,15 @@
 """``ndgrad.autograd``: ``backward``, ``grad``, grad modes, graph nodes and ``gradcheck``.
 
-Grad modes and ``graph`` sit below the tensor layer and are imported eagerly; the entry points
-that need tensors and ops (``backward``, ``grad``, ``gradcheck``) live in modules one layer up
-and are imported on first use, so that ``ndgrad._tensor`` can import ``autograd.graph``.
+Grad modes, ``Node`` and anomaly mode import only the autograd core (layer 2) and are imported
+eagerly; what needs tensors (``backward``, ``grad``, ``gradcheck``, ``Function``, the public
+``graph`` module, ...) is imported on first use (PEP 562), because ``ndgrad._tensor`` imports
+``autograd.node`` and ``autograd.saved``, which runs this file first.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from . import graph
 from .anomaly_mode import (
     detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly,
 )
@@ -17,7 +17,7 @@ from .grad_mode import (
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
     set_grad_enabled,
 )
-from .graph import Node
+from .node import Node
 
 __all__ = [
     "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
@@ -37,6 +37,6 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
         globals()[name] = value  # shadows the submodule of the same name (as torch.autograd does)
         return value
-    if name in ("functional", "function", "profiler"):  # need tensors: imported on first use
+    if name in ("functional", "function", "profiler", "graph"):  # need tensors: on first use
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'ndgrad.autograd' has no attribute '{name}'")

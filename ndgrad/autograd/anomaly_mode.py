@@ -17,7 +17,7 @@ import traceback
 import warnings
 
 from . import dispatch_mode
-from .graph import next_sequence_nr
+from .node import next_sequence_nr
 
 __all__ = [
     "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",

@@ -25,6 +25,8 @@ from collections import namedtuple
 
 import numpy as np
 
+from .. import _backend
+from .._tensor import AutogradMeta as _Meta
 from .._tensor import Tensor
 from . import dispatch_mode
 from .grad_mode import state as _gs
@@ -55,6 +57,7 @@ _state = _State()
 _local = _Local()
 _NO_FW = object()  # fw_grad marker: no tangent, and do not look through the base (unpack_dual's primal)
 _make = Tensor._make
+_ref = weakref.ref
 
 
 # --- levels ---
@@ -201,7 +204,7 @@ def tangent_of(t):
 
 def _store(t, g) -> None:
     t._get_meta().fw_grad = g
-    _state.tracked.append(weakref.ref(t))
+    _state.tracked.append(_ref(t))
 
 
 def _set(t, g) -> None:
@@ -215,6 +218,8 @@ def _set(t, g) -> None:
 
 def _same_layout(a, b) -> bool:
     ia, ib = a.itemsize, b.itemsize
+    if ia == ib and a.strides == b.strides:
+        return True
     return all(n < 2 or sa // ia == sb // ib for n, sa, sb in zip(a.shape, a.strides, b.strides))
 
 
@@ -228,81 +233,107 @@ def _quiet(fn, *args):
 
 
 # --- the rules ---
-# Ops linear in their differentiable tensor inputs (besides all view ops). Linearity cannot be
-# read off the formulas (floor's and frac's VJPs ignore the primal too), so it is listed here;
-# tests check each entry's VJP indeed reads no primal value.
-LINEAR = frozenset({
-    "add.Tensor", "sub.Tensor", "rsub.Tensor", "rsub.Scalar", "neg", "clone", "_to_copy",
-    "_copy_from", "_fill", "sum", "sum.dim_IntList", "mean", "mean.dim", "cumsum", "cat", "stack",
-    "repeat", "flip", "roll", "tril", "triu", "diag_embed", "where.self", "gather", "index_select",
-    "masked_select", "masked_fill.Scalar", "masked_fill.Tensor", "scatter.src", "scatter.value",
-    "scatter_add", "index_add", "_index", "_index_put", "_take_along", "pad", "_slice_backward",
-    "diagonal_backward", "_index_backward", "_select_backward", "_pad_backward",
-})
-# Plain (non-tensor) arguments that add a constant: zero in the tangent computation.
-_CONSTANT = {"rsub.Scalar": "other", "masked_fill.Scalar": "value", "scatter.value": "value",
-             "pad": "value"}
+# Each op's rule sits on its record (``rec.jvp``, prepared from ``defop(..., jvp=...)`` by
+# ``_ops/jvp.py``); an op without one is differentiated by transposing its VJP. The mode's
+# per-op work is inlined in ``dispatch`` below: forward AD of the chain benchmark is a few Python
+# calls per op on top of the op and its tangent's op (``benchmarks/forward_ad.py``).
+_active = dispatch_mode.active
+
+
+def _plan(rec):
+    """What ``dispatch`` reads per op, cached on the record: the positions of the arguments the
+    formulas differentiate (None: the mode leaves the op alone), the op's generated fast path
+    (run directly when this mode is the only one entered: nothing below it to see the call)
+    and the rule."""
+    base = rec.outplace if rec.kind == "inplace" else rec
+    if base.kind == "composite" or not base.vjp_plan:
+        pos = None  # composites dispatch their parts; no formulas: no tangent
+    else:
+        slots = set()
+        for slot, *_ in base.vjp_plan:
+            slots.update(slot if type(slot) is tuple else (slot,))
+        pos = tuple(base.diff_pos[s] for s in sorted(slots))
+    plan = rec.extra["fw"] = (pos, rec.extra.get("direct"), base.jvp)
+    return plan
 
 
 def _diff_positions(rec):
-    """Positions of the parameters the op's formulas differentiate (cached on the record)."""
-    pos = rec.extra.get("fw_diff")
-    if pos is None:
-        slots = set()
-        for slot, *_ in rec.vjp_plan:
-            slots.update(slot if type(slot) is tuple else (slot,))
-        pos = rec.extra["fw_diff"] = tuple(rec.diff_pos[s] for s in sorted(slots))
-    return pos
+    return (rec.extra.get("fw") or _plan(rec))[0]
 
 
-def _collect(rec, args):
-    """``{id(tensor): (tensor, tangent)}`` for the differentiable arguments with a tangent."""
-    found = None
-    for i in _diff_positions(rec):
-        a = args[i]
-        for x in (a if type(a) in (list, tuple) else (a,)):
-            if isinstance(x, Tensor):
-                g = tangent_of(x)
-                if g is not None:
-                    if found is None:
-                        found = {}
-                    found[id(x)] = (x, g)
-    return found
+def _list_tangents(a):
+    g = [tangent_of(x) if isinstance(x, Tensor) else None for x in a]
+    return None if all(x is None for x in g) else g
 
 
 def _floating(o) -> bool:
     return isinstance(o, Tensor) and o._data.dtype.kind in "fc"
 
 
-def _zero(a):
-    if isinstance(a, Tensor):
-        return _make(np.zeros_like(a._data), None, 0, None)
-    return type(a)(0) if a is not None else None
+def _zeros(t):
+    return _make(np.zeros_like(t._data), None, 0, None)
 
 
-def _jvp_linear(rec, args, found):
-    """The op applied to the tangents."""
-    new = list(args)
-    for i in _diff_positions(rec):
-        a = args[i]
-        if type(a) in (list, tuple):
-            new[i] = type(a)(found[id(x)][1] if id(x) in found else _zero(x) for x in a)
-        elif isinstance(a, Tensor) and id(a) in found:
-            new[i] = found[id(a)][1]
+def compute(rec, args, tans, outs):
+    """Tangents of ``rec``'s outputs ``outs`` (one per output; None: no tangent) from the
+    arguments' tangents ``tans`` (by position; a list for a ``Tensor[]``)."""
+    rule = rec.jvp
+    if rule is None:
+        return _transpose(rec, args, tans)
+    prev, _local.disabled = _local.disabled, True
+    try:
+        res = rule(args, tans, outs)
+    finally:
+        _local.disabled = prev
+    return res if rec.multi_out else (res,)
+
+
+def _fit(g, o, tans):
+    """``g`` as ``o``'s tangent: ``o``'s shape and dtype, in memory of its own (a rule may give
+    an input's tangent back, as ``lambda grad: grad`` does, or a broadcastable one)."""
+    d, od = g._data, o._data
+    if d.shape == od.shape and d.dtype == od.dtype:
+        for t in tans:
+            if g is t:
+                break
         else:
-            new[i] = _zero(a)
-    const = _CONSTANT.get(rec.name)
-    if const is not None:
-        k = [p.name for p in rec.params].index(const)
-        new[k] = _zero(new[k])
-    from .._ops.registry import dispatch
+            return g
+    if not g._rg:  # no graph to keep: the array copy a clone would make, without the dispatch
+        if d.shape != od.shape:
+            d = _backend.namespace_of(d).broadcast_to(d, od.shape)
+        return _make(d.astype(od.dtype), None, 0, None)  # astype copies
+    if d.shape != od.shape:
+        g = _quiet(g.expand, od.shape)
+    return _quiet(g.to, o.dtype) if d.dtype != od.dtype else _quiet(g.clone)  # both copy
 
-    res = dispatch(rec, tuple(new))
-    return tuple(res) if rec.multi_out else (res,)
+
+def _transpose(rec, args, tans):
+    """``d/du <vjp(u), t>``: the transpose of the op's VJP applied to the tangents, computed with
+    grad mode on; the tangent is kept differentiable only where a primal or tangent it came from
+    is."""
+    found = {}  # id -> (tensor, tangent): a tensor passed twice (x * x) is one input
+    for a, g in zip(args, tans):
+        if g is None:
+            continue
+        if type(a) in (list, tuple):
+            found.update((id(x), (x, gx)) for x, gx in zip(a, g) if gx is not None)
+        else:
+            found[id(a)] = (a, g)
+    prev_grad = _gs.grad_enabled
+    prev, _local.disabled = _local.disabled, True
+    _gs.grad_enabled = True
+    try:
+        res = _jvp_transpose(rec, args, found)
+    finally:
+        _local.disabled = prev
+        _gs.grad_enabled = prev_grad
+    keep = prev_grad and (any(x._rg or g._rg for x, g in found.values()) or _any_rg(rec, args))
+    if not keep:
+        res = [r.detach() if isinstance(r, Tensor) and r._rg else r for r in res]
+    return res
 
 
-def _jvp_transpose(rec, args, found, n_out):
-    """``d/du <vjp(u), t>``: the transpose of the op's VJP applied to the tangents."""
+def _jvp_transpose(rec, args, found):
     from .._ops.registry import OPS, dispatch
     from .api import grad
 
@@ -328,7 +359,7 @@ def _jvp_transpose(rec, args, found, n_out):
     outs = dispatch(rec, tuple(new))
     outs = tuple(outs) if rec.multi_out else (outs,)
     fl = [k for k, o in enumerate(outs) if _floating(o) and o._rg]
-    zeros = [_make(np.zeros_like(o._data), None, 0, None) if _floating(o) else None for o in outs]
+    zeros = [_zeros(o) if _floating(o) else None for o in outs]
     if not fl:
         return zeros
     us = [zeros[k].detach().requires_grad_() for k in fl]
@@ -346,26 +377,6 @@ def _jvp_transpose(rec, args, found, n_out):
     for k, g in zip(fl, jv):
         if g is not None:
             res[k] = g
-    return res
-
-
-def compute(rec, args, found):
-    """Tangents of ``rec``'s outputs (None for the non-differentiable ones)."""
-    prev_grad = _gs.grad_enabled
-    prev, _local.disabled = _local.disabled, True
-    _gs.grad_enabled = True
-    try:
-        if rec.kind == "view" or rec.name in LINEAR:
-            res = _jvp_linear(rec, args, found)
-        else:
-            res = _jvp_transpose(rec, args, found, None)
-    finally:
-        _local.disabled = prev
-        _gs.grad_enabled = prev_grad
-    # The tangent is differentiable only where some primal or tangent it came from is.
-    keep = prev_grad and (any(x._rg or g._rg for x, g in found.values()) or _any_rg(rec, args))
-    if not keep:
-        res = [r.detach() if isinstance(r, Tensor) and r._rg else r for r in res]
     return res
 
 
@@ -438,43 +449,103 @@ class _ForwardADMode(dispatch_mode.TorchDispatchMode):
     process_wide = True  # dual levels are global in PyTorch
 
     def dispatch(self, rec, args, run):
-        if _local.disabled:
+        loc = _local
+        if loc.disabled:  # the mode's own computations
+            if len(_active) == 1:
+                direct = rec.extra.get("direct")
+                if direct is not None:
+                    return direct(*args)
             return run(rec, args)
-        base = rec.outplace if rec.kind == "inplace" else rec
-        if base.kind == "composite" or not base.vjp_plan:
-            return run(rec, args)  # composites dispatch their parts; no formulas: no tangent
-        found = _collect(base, args)
-        if found is None:
-            if rec.kind == "inplace" and tangent_of(args[0]) is not None:
-                out = run(rec, args)  # overwritten by values without tangent
-                _write_inplace(out, _make(np.zeros_like(out._data), None, 0, None))
-                return out
+        plan = rec.extra.get("fw")
+        pos, direct, rule = plan if plan is not None else _plan(rec)
+        if pos is None:
             return run(rec, args)
-        if rec.kind == "inplace":
-            self_t = args[0]
-            if not _floating(self_t):
-                return run(rec, args)
-            # The tangent reads the values before the write; a clone keeps them for the graph.
-            cargs = (_quiet(self_t.clone),) + tuple(args[1:])
-            if id(self_t) in found:  # the original stays too: another argument may be self
-                found = dict(found)
-                found[id(cargs[0])] = (cargs[0], found[id(self_t)][1])
-            new = compute(base, cargs, found)[0]
-            out = run(rec, args)
-            _write_inplace(out, new)
-            return out
-        out = run(rec, args)
-        outs = out if rec.multi_out else (out,)
-        if not any(_floating(o) for o in outs):
-            return out
-        for o, g in zip(outs, compute(rec, args, found)):
-            if g is not None and _floating(o):
-                if rec.kind == "view":
-                    _store(o, g)  # already the same view of the tangent
+        tans = None
+        for i in pos:
+            a = args[i]
+            if isinstance(a, Tensor):
+                m = a._meta
+                if m is not None and (g := m.fw_grad) is not None and g is not _NO_FW:
+                    pass  # its own tangent: the common case, without a call
+                elif m is None and a._view is None:
+                    continue  # a constant
                 else:
-                    _set(o, g)
-        _keep_saved_outputs(rec, outs)
+                    g = tangent_of(a)
+            elif type(a) is list or type(a) is tuple:
+                g = _list_tangents(a)
+            else:
+                continue
+            if g is not None:
+                if tans is None:
+                    tans = [None] * len(args)
+                tans[i] = g
+        if rec.kind == "inplace":
+            return _inplace(rec, rec.outplace, args, tans, run)
+        out = direct(*args) if direct is not None and len(_active) == 1 else run(rec, args)
+        if tans is None:
+            return out
+        multi = rec.multi_out
+        outs = out if multi else (out,)
+        if rule is None:
+            res = _transpose(rec, args, tans)
+        else:
+            loc.disabled = True
+            try:
+                res = rule(args, tans, outs)
+            finally:
+                loc.disabled = False
+            if not multi:  # one output: _fit and _store inlined for the common cases
+                if out._data.dtype.kind not in "fc":
+                    return out
+                if res is None:  # no term: a zero tangent, as the output is dual
+                    res = _zeros(out)
+                d, od = res._data, out._data
+                if d.shape == od.shape and d.dtype is od.dtype:
+                    for t in tans:
+                        if t is res:  # an input's tangent given back (``lambda grad: grad``)
+                            if not res._rg:  # a copy of its own; a clone's graph is not needed
+                                res = _make(d.copy(), None, 0, None)
+                                d = res._data
+                            break
+                    if d.strides == od.strides and res is not t:
+                        m = out._meta
+                        if m is None:
+                            m = out._meta = _Meta()
+                        m.fw_grad = res
+                        _state.tracked.append(_ref(out))
+                        if out._grad_fn is not None:
+                            _keep_saved_outputs(rec, outs)
+                        return out
+                res = (res,)
+        view = rec.kind == "view"
+        for o, g in zip(outs, res):
+            if isinstance(o, Tensor) and o._data.dtype.kind in "fc":
+                if view:
+                    _store(o, g)  # the same view of the tangent
+                else:
+                    _set(o, _zeros(o) if g is None else _fit(g, o, tans))
+        if outs[0]._grad_fn is not None:
+            _keep_saved_outputs(rec, outs)
         return out
+
+
+def _inplace(rec, base, args, tans, run):
+    """An in-place op: the new tangent is the out-of-place op's, from the values before the
+    write (a clone keeps them for the graph), copied into the existing tangent."""
+    self = args[0]
+    if tans is None:
+        out = run(rec, args)
+        if tangent_of(self) is not None:  # overwritten by values without tangent
+            _write_inplace(out, _zeros(out))
+        return out
+    if not _floating(self):
+        return run(rec, args)
+    cargs = (_quiet(self.clone),) + tuple(args[1:])
+    res = (run(base, cargs),) if base.jvp is not None else None  # a rule may read it
+    new = compute(base, cargs, tans, res)[0]
+    out = run(rec, args)
+    _write_inplace(out, _zeros(out) if new is None else _fit(new, out, tans))
+    return out
 
 
 _MODE = _ForwardADMode()

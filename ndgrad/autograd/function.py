@@ -22,7 +22,8 @@ from .anomaly_mode import annotate
 from .anomaly_mode import state as _anomaly
 from . import forward_ad as _fwad
 from .grad_mode import state as _gs
-from .graph import SECOND_BACKWARD_MSG, Node, next_sequence_nr, save_input, save_output, shared_view
+from .node import SECOND_BACKWARD_MSG, Node, next_sequence_nr, shared_view
+from .saved import save_input, save_output
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable", "InplaceFunction"]
 

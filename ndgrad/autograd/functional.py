@@ -7,6 +7,7 @@ structures, strict-mode errors and zero-filling follow ``torch.autograd.function
 
 from __future__ import annotations
 
+from .._ops.shape import stack
 from .._tensor import Tensor
 from .api import grad as _grad
 from .grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
@@ -278,8 +279,6 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
 
 def _jacobian_rows(outputs, inputs, create_graph: bool, strict: bool) -> tuple:
     """``J[i][j]`` of shape ``outputs[i].shape + inputs[j].shape``, one backward per output element."""
-    from .. import stack
-
     jac = []
     for i, out in enumerate(outputs):
         rows = [[] for _ in inputs]
@@ -322,7 +321,6 @@ def _jacobian_fwd(func, inputs, strict: bool, vectorize: bool):
             "Computing Jacobian using forward-AD or forward-over-reverse Hessian is"
             "only implemented for `vectorize=True`."
         )
-    from .. import stack
     from . import forward_ad as fwad
 
     # Inputs require grad so that a reverse-mode ``func`` (hessian's gradient) keeps the duals

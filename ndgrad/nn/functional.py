@@ -11,11 +11,8 @@ sigmoid = _OPS["sigmoid"].call
 tanh = _OPS["tanh"].call
 
 # --- plain-Python functionals (compositions of ops; their gradients come from those ops) ---
-import numpy as _np  # noqa: E402
-
-from .. import _backend  # noqa: E402
-from .._factories import default_generator as _gen  # noqa: E402
-from .._tensor import Tensor as _Tensor  # noqa: E402
+from .._ops.nn import (  # noqa: E402,F401
+    alpha_dropout, dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout)
 
 _addmm = _OPS["addmm"].call
 _matmul = _OPS["matmul"].call
@@ -41,61 +38,6 @@ def bilinear(input1, input2, weight, bias=None):
     """``y[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]``."""
     out = _einsum("...i,oij,...j->...o", input1, weight, input2)
     return out if bias is None else out + bias
-
-
-def _check_p(p) -> None:
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-
-
-def _dropout_mask(input, p, shape):
-    """A ``keep / (1 - p)`` mask in the input's dtype, from the global generator (drawn on the
-    host, as the CPU's stream of numbers, and moved to the input's device)."""
-    x = input._data
-    if p == 1.0:
-        return _Tensor._make(_backend.namespace_of(x).zeros(shape, x.dtype), None, 0, None)
-    mask = ((_gen.rng.random(shape) >= p) * (1.0 / (1.0 - p))).astype(x.dtype)
-    if type(x) is not _np.ndarray:
-        mask = _backend.to_device(mask, _backend.device_of(x))
-    return _Tensor._make(mask, None, 0, None)
-
-
-def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    _check_p(p)
-    if not training or p == 0.0:
-        return input
-    mask = _dropout_mask(input, p, input._data.shape)
-    return input.mul_(mask) if inplace else input * mask
-
-
-def _feature_dropout(input, p, training, inplace, batched_ndim):
-    _check_p(p)
-    if not training or p == 0.0:
-        return input
-    # one draw per (batch, channel): the mask broadcasts over the spatial dims
-    lead = 2 if input.ndim == batched_ndim else 1
-    shape = input.shape[:lead] + (1,) * (input.ndim - lead)
-    mask = _dropout_mask(input, p, shape)
-    return input.mul_(mask) if inplace else input * mask
-
-
-def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    if input.ndim not in (2, 3):
-        raise RuntimeError(
-            "dropout1d: Expected 2D or 3D input, but received a "
-            f"{input.ndim}D input. Note that dropout1d exists to provide channel-wise dropout "
-            "on inputs with 1 spatial dimension, a channel dimension, and an optional batch "
-            "dimension (i.e. 2D or 3D inputs)."
-        )
-    return _feature_dropout(input, p, training, inplace, 3)
-
-
-def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    return _feature_dropout(input, p, training, inplace, 4)
-
-
-def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    return _feature_dropout(input, p, training, inplace, 5)
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):

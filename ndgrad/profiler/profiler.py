@@ -36,9 +36,9 @@ class ProfilerAction(enum.Enum):
 def supported_activities() -> set:
     """CPU always; CUDA where a GPU is visible (a CUDA request elsewhere still shows the CUDA
     columns, timing the ops of any device with streams)."""
-    from .. import cuda
+    from .._backend import cuda  # the device type (ndgrad.cuda is a library above)
 
-    return {ProfilerActivity.CPU, ProfilerActivity.CUDA} if cuda.is_available() else {ProfilerActivity.CPU}
+    return {ProfilerActivity.CPU, ProfilerActivity.CUDA} if cuda.available() else {ProfilerActivity.CPU}
 
 
 def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0,

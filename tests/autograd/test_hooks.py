@@ -671,7 +671,7 @@ def test_allow_mutation_leaves_no_mode_behind():
     with ndgrad.autograd.graph.allow_mutation_on_saved_tensors():
         assert len(registry._modes) == n + 1
     assert len(registry._modes) == n
-    assert not ndgrad.autograd.graph.hooks_in_use
+    assert not ndgrad.autograd.saved.hooks_in_use
 
 
 # --- queue_callback ---

@@ -43,7 +43,8 @@ def test_training_on_a_device_matches_the_cpu(device, opt_name):
 
 
 def test_save_on_cpu_keeps_saved_activations_on_the_host(device):
-    from ndgrad.autograd.graph import PackedSaved, save_on_cpu
+    from ndgrad.autograd.graph import save_on_cpu
+    from ndgrad.autograd.saved import PackedSaved
 
     x = nd.randn(64, 64, device=device, requires_grad=True)
     with save_on_cpu(pin_memory=True):

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from ... import _dtype as D
 from ..._tensor import Tensor
 from ...autograd.function import Function
-from ...autograd.graph import RemovableHandle, _HookDict
+from ...autograd.node import RemovableHandle, _HookDict
 from ...autograd.grad_mode import no_grad, state as _gs
 from ..parameter import Buffer, Parameter, _buffer_persistent
 
