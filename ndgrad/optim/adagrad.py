@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._tensor import Tensor
-from .optimizer import Optimizer, _new_state, _real, _to_scalar, _zero_step
+from ..autograd.dispatch_mode import active as _modes  # non-empty while any dispatch mode is entered
+from ..autograd.grad_mode import no_grad
+from .optimizer import Optimizer, _grad_ops, _new_state, _real, _to_scalar, _zero_step
 
 __all__ = ["Adagrad"]
 
@@ -71,8 +73,11 @@ class Adagrad(Optimizer):
                 grad = None if m is None else m.grad
                 if grad is None:
                     continue
-                pa, g = p._data, grad._data
                 state = self.state[p]
+                if _modes and p._data.dtype.kind != "c":
+                    _step_ops(p, grad, state, lr, lr_decay, eps, wd, maximize)
+                    continue
+                pa, g = p._data, grad._data
                 t1 = self._buf(pa, 1)
                 step_arr = state["step"]._data
                 step_arr += 1
@@ -90,3 +95,15 @@ class Adagrad(Optimizer):
                 pr += t1
                 p._bump()
         return loss
+
+
+def _step_ops(p, grad, state, lr, lr_decay, eps, wd, maximize) -> None:
+    """``Adagrad.step``'s array code in Tensor ops, bit for bit (see ``adam._step_ops``)."""
+    with no_grad():
+        state["step"].add_(1)
+        step = float(state["step"].item())
+        g = _grad_ops(p, grad, maximize, wd)
+        clr = lr / (1 + (step - 1) * lr_decay)
+        acc = state["sum"]
+        acc.add_(g.mul(g))
+        p.add_(g.div(acc.sqrt().add(eps)).mul(-clr))

@@ -9,7 +9,7 @@ from .._ops.factory import zeros, zeros_like
 from .._tensor import Tensor
 from ..autograd.dispatch_mode import active as _modes  # non-empty while any dispatch mode is entered
 from ..autograd.grad_mode import no_grad
-from .optimizer import Optimizer, _new_state, _real, _to_scalar, _zero_step
+from .optimizer import Optimizer, _grad_ops, _lerp_ops_, _new_state, _real, _to_scalar, _zero_step
 
 __all__ = ["Adam"]
 
@@ -38,19 +38,11 @@ def _step_ops(p, grad, state, lr, beta1, beta2, eps, wd, amsgrad, maximize, deco
                 state["max_exp_avg_sq"] = zeros_like(p)
         state["step"].add_(1)
         step = float(state["step"].item())
-        g = grad
-        if wd != 0 and not decoupled:
-            g = p.mul(wd).sub(g) if maximize else p.mul(wd).add(g)
-        elif maximize:
-            g = g.neg()
+        g = _grad_ops(p, grad, maximize, 0 if decoupled else wd)
         if decoupled and wd != 0:
             p.mul_(1 - lr * wd)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        w = 1 - beta1
-        if w < 0.5:  # torch's two-sided lerp, as _lerp_
-            exp_avg.add_(g.sub(exp_avg).mul(w))
-        else:
-            exp_avg.copy_(g.sub(g.sub(exp_avg).mul(1 - w)))
+        _lerp_ops_(exp_avg, g, 1 - beta1)
         exp_avg_sq.mul_(beta2)
         exp_avg_sq.add_(g.mul(1 - beta2).mul(g))
         step_size = lr / (1 - beta1**step)

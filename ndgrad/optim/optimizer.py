@@ -50,6 +50,23 @@ def _new_state(arr: np.ndarray) -> Tensor:
     return Tensor._make(arr, None, 0, None)
 
 
+# --- the update in Tensor ops, under a dispatch mode (a capture sees every computation) ---
+def _grad_ops(p: Tensor, grad: Tensor, maximize: bool, weight_decay) -> Tensor:
+    """``Optimizer._update_grad`` in ops, bit for bit."""
+    if weight_decay != 0:
+        t = p.mul(weight_decay)
+        return t.sub(grad) if maximize else t.add(grad)
+    return grad.neg() if maximize else grad
+
+
+def _lerp_ops_(a: Tensor, end: Tensor, w: float) -> None:
+    """``_lerp_`` (torch's two-sided lerp) in ops, bit for bit."""
+    if w < 0.5:
+        a.add_(end.sub(a).mul(w))
+    else:
+        a.copy_(end.sub(end.sub(a).mul(1 - w)))
+
+
 def _zero_step() -> Tensor:
     # NOTE(pytorch): the step count is a float32 0-d CPU tensor in state, not a Python int
     return _new_state(np.zeros((), np.float32))

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dtype import float32
+from .._ops.factory import zeros, zeros_like
 from .._tensor import Tensor
+from ..autograd.dispatch_mode import active as _modes  # non-empty while any dispatch mode is entered
+from ..autograd.grad_mode import no_grad
 from .adam import _lerp_
-from .optimizer import Optimizer, _new_state, _real, _to_scalar, _zero_step
+from .optimizer import Optimizer, _grad_ops, _lerp_ops_, _new_state, _real, _to_scalar, _zero_step
 
 __all__ = ["RMSprop"]
 
@@ -61,8 +65,11 @@ class RMSprop(Optimizer):
                 grad = None if m is None else m.grad
                 if grad is None:
                     continue
-                pa, g = p._data, grad._data
                 state = self.state[p]
+                if _modes and p._data.dtype.kind != "c":
+                    _step_ops(p, grad, state, lr, alpha, eps, wd, momentum, centered, maximize)
+                    continue
+                pa, g = p._data, grad._data
                 if len(state) == 0:
                     state["step"] = _zero_step()
                     state["square_avg"] = _new_state(np.zeros_like(pa))
@@ -100,3 +107,34 @@ class RMSprop(Optimizer):
                     pr += t1
                 p._bump()
         return loss
+
+
+def _step_ops(p, grad, state, lr, alpha, eps, wd, momentum, centered, maximize) -> None:
+    """``RMSprop.step``'s array code in Tensor ops, bit for bit (see ``adam._step_ops``)."""
+    with no_grad():
+        if len(state) == 0:
+            state["step"] = zeros((), dtype=float32)
+            state["square_avg"] = zeros_like(p)
+            if momentum > 0:
+                state["momentum_buffer"] = zeros_like(p)
+            if centered:
+                state["grad_avg"] = zeros_like(p)
+        state["step"].add_(1)
+        g = _grad_ops(p, grad, maximize, wd)
+        sq = state["square_avg"]
+        sq.mul_(alpha)
+        sq.add_(g.mul(1 - alpha).mul(g))
+        if centered:
+            ga = state["grad_avg"]
+            _lerp_ops_(ga, g, 1 - alpha)
+            denom = sq.sub(ga.mul(ga)).sqrt()
+        else:
+            denom = sq.sqrt()
+        t = g.div(denom.add(eps))
+        if momentum > 0:
+            buf = state["momentum_buffer"]
+            buf.mul_(momentum)
+            buf.add_(t)
+            p.sub_(buf.mul(lr))
+        else:
+            p.add_(t.mul(-lr))

@@ -147,3 +147,31 @@ def test_internal_modes_are_dispatch_modes_on_the_same_stacks():
             nd.ones(2, requires_grad=True).exp().sum().backward()
     assert any(f is aten.exp.default for f, _, _ in log.calls)
     assert dm.active == []
+
+
+def test_the_same_mode_class_logs_the_same_forward_calls_as_torch():
+    torch = pytest.importorskip("torch")
+    from torch.utils._python_dispatch import TorchDispatchMode as TorchMode
+
+    def make(base):
+        class Names(base):
+            def __init__(self):
+                super().__init__()
+                self.names = []
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                self.names.append((str(func), [tuple(a.shape) for a in args if hasattr(a, "shape")]))
+                return func(*args, **(kwargs or {}))
+        return Names
+
+    def program(T):
+        x = T.ones(3, 4)
+        w = T.zeros(4, 2)
+        return T.mm(x, w).relu().sum(0).neg()
+
+    got, want = make(TorchDispatchMode)(), make(TorchMode)()
+    with got:
+        program(nd)
+    with want:
+        program(torch)
+    assert got.names == want.names

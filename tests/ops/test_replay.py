@@ -182,7 +182,11 @@ class _Nop(TorchDispatchMode):
     lambda w: nd.optim.SGD(w, lr=0.1, momentum=0.5, dampening=0.3, maximize=True),
     lambda w: nd.optim.Adam(w, lr=0.1, amsgrad=True, weight_decay=0.1),
     lambda w: nd.optim.AdamW(w, lr=0.1, betas=(0.3, 0.9), maximize=True),
-], ids=["sgd-nesterov", "sgd-dampening", "adam-amsgrad", "adamw-maximize"])
+    lambda w: nd.optim.RMSprop(w, lr=0.1, momentum=0.5, centered=True, weight_decay=0.1),
+    lambda w: nd.optim.RMSprop(w, lr=0.1, alpha=0.3, maximize=True),
+    lambda w: nd.optim.Adagrad(w, lr=0.1, lr_decay=0.1, weight_decay=0.1, initial_accumulator_value=0.2),
+], ids=["sgd-nesterov", "sgd-dampening", "adam-amsgrad", "adamw-maximize", "rmsprop-centered",
+        "rmsprop-maximize", "adagrad"])
 def test_optimizer_steps_under_a_mode_match_the_array_code_bit_for_bit(make):
     """Under a mode the optimizers update with ops (a capture sees them); the result is the
     array code's, bit for bit."""
