@@ -297,8 +297,7 @@ class Optimizer:
                         g.detach_()
                     else:
                         g.requires_grad_(False)
-                    g._data[...] = 0
-                    g._bump()
+                    g.zero_()  # an op, as Module.zero_grad's: a dispatch mode sees it
 
     def step(self, closure=None):
         raise NotImplementedError

@@ -196,13 +196,120 @@ def test_op_jvp(name, sample):
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8, equal_nan=True)
 
 
-def test_linear_table_reads_no_primal():
-    """Ops marked linear have VJPs that read no differentiable input and no output."""
-    for name in fwad.LINEAR:
+def test_linear_rules_read_no_primal():
+    """Ops marked ``jvp="linear"`` have VJPs that read no differentiable input and no output (a
+    formula reading them would mean the op is not linear); every view op is marked."""
+    linear = [name for name, rec in OPS.items() if rec.extra.get("jvp") == "linear"]
+    assert len(linear) > 40
+    for name in linear:
         rec = OPS[name]
         diff = set(fwad._diff_positions(rec))
         for kind, pos in rec.save_plan:
             assert kind == "in" and pos not in diff, f"{name} saves {kind} {pos}"
+    views = [name for name, rec in OPS.items() if rec.kind == "view"]
+    assert views and all(OPS[name].extra.get("jvp") == "linear" for name in views)
+
+
+class _without_rule:
+    """Within, ``rec`` has no JVP rule: forward AD transposes its VJP (the fallback)."""
+
+    def __init__(self, rec):
+        self.rec = rec
+
+    def __enter__(self):
+        self.rule, self.rec.jvp = self.rec.jvp, None
+        self.rec.extra.pop("fw", None)  # the mode's cached plan holds the rule too
+
+    def __exit__(self, *exc):
+        self.rec.jvp = self.rule
+        self.rec.extra.pop("fw", None)
+
+
+RULE_CASES = [c for c in _cases() if OPS[c.values[0]].jvp is not None]
+
+
+@pytest.mark.parametrize("name,sample", RULE_CASES)
+def test_rule_matches_transpose(name, sample):
+    """Each op's JVP rule (``defop(..., jvp=...)``) gives the tangents that transposing its VJP
+    gives, in float64 (torch's forward AD is the oracle in ``test_op_jvp``)."""
+    rec = OPS[name]
+    if rec.extra.get("nondeterministic"):
+        pytest.skip("the fallback runs the op again: a new draw")
+    probe = _build(rec, sample, lambda a, rg: a)[2]
+    if not probe:
+        pytest.skip("no float input")
+    rng = np.random.default_rng(1)
+    tans = [rng.standard_normal(a.shape) for a in probe]
+    got = _nd_jvp(rec, sample, tans)
+    with _without_rule(rec):
+        want = _nd_jvp(rec, sample, tans)
+    assert len(got) == len(want)
+    for (p, g), (q, w) in zip(got, want):
+        np.testing.assert_allclose(p._data, q._data, equal_nan=True)
+        assert (g is None) == (w is None), "a tangent where the fallback has none (or none where it has one)"
+        if g is not None:
+            assert g._data.shape == p._data.shape and g._data.dtype == p._data.dtype
+            np.testing.assert_allclose(g._data, w._data, rtol=1e-7, atol=1e-9, equal_nan=True)
+
+
+INPLACE_RULES = [(n, r) for n, r in OPS.items()
+                 if r.kind == "inplace" and r.outplace.jvp is not None and r.outplace.samples
+                 and not r.outplace.extra.get("nondeterministic")]
+
+
+@pytest.mark.parametrize("name,ip", INPLACE_RULES, ids=[n for n, _ in INPLACE_RULES])
+def test_inplace_rule(name, ip):
+    """An in-place op's new tangent is its out-of-place op's, written into the old tangent."""
+    rec = ip.outplace
+    rng = np.random.default_rng(2)
+    for s in rec.samples(rng):
+        args, kwargs, leaves = _build(rec, s, _nd_make)
+        if not leaves or args[0] is not leaves[0]:
+            continue
+        tans = [nd.tensor(rng.standard_normal(x.shape)) for x in leaves]
+        with fwad.dual_level():
+            duals = [fwad.make_dual(x.clone(), t) for x, t in zip(leaves, tans)]
+            call = _replace(args, leaves, duals)
+            want = rec.call(*call, **kwargs)
+            if want.shape != duals[0].shape or want.dtype != duals[0].dtype:
+                continue
+            want_t = fwad.unpack_dual(want).tangent
+            old = fwad.unpack_dual(duals[0]).tangent
+            ip.call(*call, **kwargs)
+            got_t = fwad.unpack_dual(duals[0]).tangent
+            assert got_t is old  # written into the existing tangent, as views of it must see
+            np.testing.assert_allclose(duals[0]._data, want._data, equal_nan=True)
+            np.testing.assert_allclose(got_t._data, want_t._data, rtol=1e-7, atol=1e-9, equal_nan=True)
+
+
+def test_defop_validates_jvp():
+    """A bad ``jvp=`` fails at registration, naming the op."""
+    from ndgrad._ops.registry import defop
+
+    neg = {"self": lambda grad: -grad}
+    with pytest.raises(ValueError, match=r"_jvp_bad1.*unknown jvp shortcut 'linearish'"):
+        defop("_jvp_bad1(Tensor self) -> Tensor", "negative", neg, jvp="linearish")
+    with pytest.raises(ValueError, match=r"_jvp_bad2.*unknown parameter 'other_t'"):
+        defop("_jvp_bad2(Tensor self) -> Tensor", "negative", neg, jvp=lambda self_t, other_t: -self_t)
+    with pytest.raises(ValueError, match=r"_jvp_bad3.*single output"):
+        defop("_jvp_bad3(Tensor self) -> (Tensor, Tensor)", lambda x: (x, x), neg, jvp="elementwise")
+    with pytest.raises(ValueError, match=r"_jvp_bad4.*without vjp"):
+        defop("_jvp_bad4(Tensor self) -> Tensor", "negative", None, jvp="linear")
+    assert not any(n.startswith("_jvp_bad") for n in OPS)
+
+
+@pytest.mark.parametrize("op", ["exp", "sin", "tanh", "log", "sqrt", "mul", "div"])
+def test_complex_elementwise(ref, op):
+    """Rules derived from the VJP hold for complex inputs of holomorphic ops too."""
+    def fn(T):
+        F = fw(T)
+        a = T.tensor(np.array([1 + 2j, 0.5 - 1j, -0.3 + 0.2j]))
+        b = T.tensor(np.array([2 - 1j, 0.1 + 1j, 1 + 0j]))
+        with F.dual_level():
+            x = F.make_dual(a, T.tensor(np.array([1 + 0j, 1j, 0.5 - 0.5j])))
+            y = x * b if op == "mul" else x / b if op == "div" else getattr(x, op)()
+            return F.unpack_dual(y).tangent
+    ref.same(fn)
 
 
 # --- API and errors, against torch ---
