@@ -59,3 +59,14 @@ def test_memory_benchmark_small_run(tmp_path):
     text = mod.main(["--blocks", "3", "--width", "64", "--batch", "32", "--out", str(tmp_path / "m.md")])
     assert "gradients identical in all variants: yes" in text
     assert "| checkpoint |" in text and "| offload |" in text
+
+
+def test_forward_ad_benchmark_small_run():
+    spec = importlib.util.spec_from_file_location(
+        "ndgrad_bench_forward_ad", RUNNER.with_name("forward_ad.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    # Each tangent is checked against the NumPy floor's gradient before anything is timed.
+    text = mod.main(["--ops", "8", "--repeat", "1", "--no-torch"])
+    assert "ndgrad jvp/plain" in text and text.count("forward AD =") == 2

@@ -545,12 +545,12 @@ def _pool_gather(x, indices):
 
 pool_gather = defop("_pool_gather(Tensor self, Tensor indices) -> Tensor", _pool_gather,
                     {"self": lambda grad, indices, self_shape: pool_scatter(grad, indices, self_shape)},
-                    method=False, api=False).call
+                    jvp="linear", method=False, api=False).call
 pool_scatter = defop("_max_pool2d_backward(Tensor grad_output, Tensor indices, int[] self_size, "
                      "bool unique=False) -> Tensor",
                      lambda g, i, shape, unique: _pool_scatter(g, i, tuple(shape), unique),
                      {"grad_output": lambda grad, indices: pool_gather(grad, indices)},
-                     method=False, api=False).call
+                     jvp="linear", method=False, api=False).call
 
 
 def _disjoint(kernel_size, stride, dilation) -> bool:
@@ -651,7 +651,7 @@ avg_pool2d_backward = defop(
     "bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor", _avg_pool2d_backward,
     {"grad_output": lambda grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override:
         avg_pool2d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)},
-    method=False, api=False).call
+    jvp="linear", method=False, api=False).call
 
 
 def _avg_pool_samples(rng):
@@ -672,7 +672,7 @@ avg_pool2d = defop(
     "bool count_include_pad=True, int? divisor_override=None) -> Tensor", _avg_pool2d,
     {"self": lambda grad, self_shape, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override:
         avg_pool2d_backward(grad, self_shape, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                            divisor_override)},
+                            divisor_override)}, jvp="linear",
     method=False, api="nn.functional.avg_pool2d", node_name="AvgPool2DBackward0", samples=_avg_pool_samples).call
 
 
@@ -745,7 +745,7 @@ def _resample_again(grad, kind, params):
 resample_backward = defop(
     "_resample_backward(Tensor grad_output, int[] input_size, str kind, Any[] params) -> Tensor",
     lambda g, size, kind, params: _resample_backward(g, tuple(size), kind, params),
-    {"grad_output": lambda grad, kind, params: _resample_again(grad, kind, params)},
+    {"grad_output": lambda grad, kind, params: _resample_again(grad, kind, params)}, jvp="linear",
     method=False, api=False).call
 
 
@@ -768,6 +768,7 @@ adaptive_avg_pool2d_op = defop(
     {"self": lambda grad, self_shape, output_size: resample_backward(
         grad, self_shape[-2:], "adaptive",
         (tuple(self_shape[-2 + i] if o is None else o for i, o in enumerate(_tup_none(output_size, 2))),))},
+    jvp="linear",
     method=False, api="nn.functional.adaptive_avg_pool2d", node_name="AdaptiveAvgPool2DBackward0",
     samples=lambda rng: [sample("shrink", rng.standard_normal((2, 2, 5, 5)), 2),
                          sample("uneven_nc", nc(rng.standard_normal((1, 2, 5, 7))), (3, 4)),
@@ -787,14 +788,14 @@ def _upsample_linear(x, output_size, align_corners, scale_factors):
 upsample_nearest = defop(
     "_upsample_nearest2d(Tensor self, SymInt[] output_size, float[]? scale_factors) -> Tensor", _upsample_nearest,
     {"self": lambda grad, self_shape, output_size, scale_factors: resample_backward(
-        grad, self_shape[2:], "nearest", (tuple(output_size), scale_factors))},
+        grad, self_shape[2:], "nearest", (tuple(output_size), scale_factors))}, jvp="linear",
     method=False, api=False, node_name="UpsampleNearest2DBackward0").call
 upsample_linear = defop(
     "_upsample_bilinear2d(Tensor self, SymInt[] output_size, bool align_corners, float[]? scale_factors) -> Tensor",
     _upsample_linear,
     {"self": lambda grad, self_shape, output_size, align_corners, scale_factors: resample_backward(
         grad, self_shape[2:], "linear", (tuple(output_size), align_corners, scale_factors))},
-    method=False, api=False, node_name="UpsampleBilinear2DBackward0").call
+    jvp="linear", method=False, api=False, node_name="UpsampleBilinear2DBackward0").call
 
 _LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
 

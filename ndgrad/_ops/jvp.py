@@ -79,12 +79,16 @@ def _source(rec, name: str, what: str) -> str:
 
 def _compile(body: list, env: dict):
     """``def rule(A, T, O)`` with ``body``: one straight-line function per op, no calls between
-    the mode and the formulas (forward AD's hot path)."""
+    the mode and the formulas (forward AD's hot path). ``rule.reads_out``: whether it reads an
+    output (an in-place op's rule then needs the out-of-place result)."""
     from .registry import _arg_value
 
     env = dict(env, _arg=_arg_value, _plus=plus)
-    exec("def rule(A, T, O):\n" + "\n".join(body) + "\n", env)  # noqa: S102 - built from names
-    return env["rule"]
+    src = "def rule(A, T, O):\n" + "\n".join(body) + "\n"
+    exec(src, env)  # noqa: S102 - built from parameter names
+    rule = env["rule"]
+    rule.reads_out = "O[" in src
+    return rule
 
 
 def _elementwise(rec):
@@ -126,6 +130,7 @@ def _linear(rec):
                 new[p] = _zero(a) if g is None else g
         return dispatch(rec, tuple(new))
 
+    rule.reads_out = False
     return rule
 
 

@@ -184,20 +184,20 @@ layer_norm = defop("layer_norm(Tensor input, int[] normalized_shape, Tensor? wei
 
 
 # --- rms_norm ---
-def _rms_eps(x, eps):
-    return float(np.finfo(x.dtype).eps) if eps is None else eps
+def _rms_eps(dtype, eps):
+    return float(np.finfo(dtype).eps) if eps is None else eps
 
 
 def _rms_norm(x, normalized_shape, weight, eps):
     axes = _check_normalized(x, normalized_shape, weight, None, star="*")
-    out = x * (1.0 / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + _rms_eps(x, eps)))
+    out = x * (1.0 / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + _rms_eps(x.dtype, eps)))
     return _affine(out, weight, None)
 
 
 def _rms_norm_grad(grad, input, weight, normalized_shape, eps, needs):
     n = input.dim()
     dims = tuple(range(n - len(normalized_shape), n))
-    rstd = ((input * input).mean(dims, keepdim=True) + _rms_eps(input._data, eps)).rsqrt()
+    rstd = ((input * input).mean(dims, keepdim=True) + _rms_eps(input.dtype.np, eps)).rsqrt()
     xhat = input * rstd
     g = grad if weight is None else grad * weight
     dx = rstd * (g - xhat * (g * xhat).mean(dims, keepdim=True)) if needs[0] else None

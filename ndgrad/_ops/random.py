@@ -242,7 +242,6 @@ _RANDOM = {"nondeterministic": True}  # a replay must run the op again (a new dr
 def _fill_op(schema, fwd, inplace, node):
     rec = defop(schema, fwd, _ZERO, jvp="elementwise", method=False, api=False, inplace=inplace,
                 node_name=node, extra=_RANDOM)
-    OPS[inplace].extra.update(_RANDOM)  # the in-place fill (what users call) draws too
     return rec
 
 
@@ -266,7 +265,6 @@ defop("_bernoulli_p(Tensor self, Tensor p, *, Generator? generator=None) -> Tens
                 _bernoulli_tensor, {"self": lambda grad: grad * 0, "p": lambda grad: grad * 0},
                 jvp="elementwise",
                 method=False, api=False, inplace="bernoulli_1", node_name="BernoulliBackward1", extra=_RANDOM)
-OPS["bernoulli_1"].extra.update(_RANDOM)
 _fill_op("_bernoulli_float(Tensor self, float p=0.5, *, Generator? generator=None) -> Tensor",
                    _bernoulli_float, "bernoulli_2", "BernoulliBackward2")
 for _name in ("random_0", "random_1", "random_2", "bernoulli_1", "bernoulli_2"):

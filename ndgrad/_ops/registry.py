@@ -294,8 +294,9 @@ def definplace(rec: OpRecord, name: str) -> OpRecord:
     ip.samples = None
     ip.api = None
     ip.method = name
-    # Its own extras: the outplace op's generated fast paths and overload packet are not its own.
-    ip.extra = {k: v for k, v in rec.extra.items() if k == "cross_device"}
+    # Its own extras: the outplace op's generated fast paths and overload packet are not its own;
+    # what the op is (a device copy, a random draw) is.
+    ip.extra = {k: v for k, v in rec.extra.items() if k in ("cross_device", "nondeterministic")}
     ip.call = _make_public(ip)
     OPS[name] = ip
     _overload.register(ip)

@@ -13,7 +13,7 @@ import numpy as np
 from .. import _backend, return_types
 from .._tensor import Tensor, _wrap_dim
 from .index import scatter_add
-from .reduce import _axis, _publish, select_backward
+from .reduce import _axis, _publish, select_backward, take_along
 from .registry import defcomposite, defop
 from .samples import nc, sample
 
@@ -32,6 +32,11 @@ def _argsort(x, d, descending):
 
 def _perm_backward(grad, indices, dim, self_shape):
     return scatter_add(grad.new_zeros(self_shape), dim, indices, grad)
+
+
+def _perm_jvp(self_t, indices, dim):
+    """The values' tangent: the tangent gathered as the values were; none for the indices."""
+    return (self_t.gather(dim, indices) if self_t.dim() else self_t), None
 
 
 # --- sort / argsort / msort ---
@@ -57,7 +62,7 @@ def _sort_samples(rng):
 _sort_rec = defop(
     "sort(Tensor self, int dim=-1, bool descending=False, *, bool? stable=False) -> (Tensor values, Tensor indices)",
     _sort, {"self": lambda grad, indices, dim, self_shape: _perm_backward(grad, indices, dim, self_shape)},
-    api=False, method=False, torch="torch.sort", samples=_sort_samples)
+    jvp=_perm_jvp, api=False, method=False, torch="torch.sort", samples=_sort_samples)
 
 
 def sort(input, dim=-1, descending=False, *, stable=False):
@@ -111,7 +116,7 @@ def _topk(x, k, dim, largest, sorted):
 _topk_rec = defop(
     "topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)",
     _topk, {"self": lambda grad, indices, dim, self_shape: _perm_backward(grad, indices, dim, self_shape)},
-    api=False, method=False, torch="torch.topk",
+    jvp=_perm_jvp, api=False, method=False, torch="torch.topk",
     samples=lambda rng: [sample("k2", rng.standard_normal((3, 5)), 2),
                          sample("smallest_neg_dim", rng.standard_normal((2, 4, 3)), 3, -2, False),
                          sample("nc_dim0", nc(rng.standard_normal((3, 4))), 3, 0),
@@ -171,9 +176,14 @@ def _select_grad(grad, indices, dim, self_shape, keepdim):
     return select_backward(grad, indices, dim, self_shape, keepdim)
 
 
+def _select_jvp(self_t, indices, dim, keepdim):
+    return take_along(self_t, indices, dim, keepdim), None
+
+
 _kth_rec = defop(
     "kthvalue(Tensor self, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",
-    _kthvalue, {"self": _select_grad}, api=False, method=False, torch="torch.kthvalue",
+    _kthvalue, {"self": _select_grad}, jvp=_select_jvp,
+    api=False, method=False, torch="torch.kthvalue",
     samples=_selection_samples((2,)))
 
 
@@ -233,10 +243,12 @@ def _median_all_samples(rng):
 _median_recs = {}
 for _name, _ign in (("median", False), ("nanmedian", True)):
     _full = defop(f"{_name}(Tensor self) -> Tensor", _median_all(_ign), {"self": _median_grad},
+                  jvp=lambda self_p, self_t, result: _median_grad(self_t, self_p, result).sum(),
                   api=False, method=False, torch=f"torch.{_name}", samples=_median_all_samples)
     _bydim = defop(
         f"{_name}.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-        _median_dim(_name, _ign), {"self": _select_grad}, api=False, method=False, torch=f"torch.{_name}",
+        _median_dim(_name, _ign), {"self": _select_grad}, jvp=_select_jvp,
+        api=False, method=False, torch=f"torch.{_name}",
         samples=lambda rng, _s=_selection_samples(()): _s(rng) + [
             sample("nan_rows", np.array([[1.0, np.nan, 3.0, np.nan], [2.0, 0.5, 4.0, 1.0],
                                          [np.nan, 5.0, np.nan, 6.0]]), 1, no_grad=(0,))])
@@ -294,7 +306,7 @@ def _mode(x, dim, keepdim):
 
 _mode_rec = defop(
     "mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)", _mode,
-    {"self": _select_grad}, api=False, method=False, torch="torch.mode",
+    {"self": _select_grad}, jvp=_select_jvp, api=False, method=False, torch="torch.mode",
     samples=lambda rng: _selection_samples(())(rng) + [
         sample("ties", np.array([[2.0, 1, 2, 1, 3], [5, 5, 1, 0, 0]]), 1, no_grad=(0,)),
         sample("ties_dim0_keep", np.array([[2.0, 1, 2, 1, 3], [5, 5, 1, 0, 0], [2, 5, 2, 0, 3]]), 0, True,

@@ -5,16 +5,17 @@ so ops pay nothing outside a level). A tensor's tangent lives in ``AutogradMeta.
 without one of its own reads the same view of its base's tangent. After each op, when an argument
 has a tangent, the mode computes the outputs' tangents from the op record alone:
 
-* view ops and the ops in ``LINEAR`` are linear in their differentiable inputs: the tangent is
-  the op itself applied to the tangents (zeros where an input has none, additive scalar
-  constants in ``_CONSTANT`` set to 0); a view's tangent is thus the same view of the tangent;
-* every other op uses the transpose of its VJP: ``jvp = d/du <vjp(u), t>``, two reverse passes
-  through formulas written in ndgrad ops, so the tangent stays differentiable (reverse-over-
-  forward and forward-over-reverse work).
+* with the op's JVP rule (``rec.jvp``, from ``defop(..., jvp=...)``, see ``_ops/jvp.py``):
+  elementwise ops call their VJP formulas with the tangent as ``grad``, linear ones (every view
+  op among them: its tangent is the same view of the tangent) run on the tangents, the rest
+  have formulas of their own; an output's tangent is always memory of its own;
+* an op without a rule by the transpose of its VJP: ``jvp = d/du <vjp(u), t>``, two reverse
+  passes (about 30x the cost of a rule).
 
-In-place ops compute the new tangent from the values before the write and copy it into the
-existing tangent (so views of the tangent see it), creating a zero tangent for the base first
-when a view without one is written.
+Either way the formulas are ndgrad ops, so the tangent stays differentiable (reverse-over-forward
+and forward-over-reverse work). In-place ops compute the new tangent from the values before the
+write and copy it into the existing tangent (so views of the tangent see it), creating a zero
+tangent for the base first when a view without one is written.
 """
 
 from __future__ import annotations
@@ -541,7 +542,8 @@ def _inplace(rec, base, args, tans, run):
     if not _floating(self):
         return run(rec, args)
     cargs = (_quiet(self.clone),) + tuple(args[1:])
-    res = (run(base, cargs),) if base.jvp is not None else None  # a rule may read it
+    rule = base.jvp
+    res = (run(base, cargs),) if rule is not None and rule.reads_out else None
     new = compute(base, cargs, tans, res)[0]
     out = run(rec, args)
     _write_inplace(out, _zeros(out) if new is None else _fit(new, out, tans))
