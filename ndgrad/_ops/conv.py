@@ -18,6 +18,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from .. import _backend
+from .jvp import plus
 from .registry import defcomposite, defop
 from .samples import nc, sample
 
@@ -261,6 +262,12 @@ def _cbw_fwd(g, x, wshape, stride, padding, dilation, groups):
 
 # In these two records ``grad`` names the op's first input (the convolution's output gradient);
 # the incoming gradient is ``grads[0]``.
+def _bilinear(op, a, a_t, b, b_t):
+    """``op(a_t, b) + op(a, b_t)``, each term only where the input has a tangent."""
+    r = None if a_t is None else op(a_t, b)
+    return r if b_t is None else plus(r, op(a, b_t))
+
+
 conv_backward_input = defop(
     "_conv_backward_input(Tensor go, Tensor weight, int[] input_size, int[] stride, int[] padding, "
     "int[] dilation, int groups) -> Tensor", _cbi_fwd,
@@ -268,6 +275,9 @@ conv_backward_input = defop(
         _conv_to(grad, weight, stride, padding, dilation, groups, go_shape[2:]),
      "weight": lambda grad, go, weight_shape, stride, padding, dilation, groups:
         conv_backward_weight(go, grad, weight_shape, stride, padding, dilation, groups)},
+    jvp=lambda go_p, go_t, weight_p, weight_t, input_size, stride, padding, dilation, groups: _bilinear(
+        lambda a, b: conv_backward_input(a, b, input_size, stride, padding, dilation, groups),
+        go_p, go_t, weight_p, weight_t),
     method=False, api=False).call
 conv_backward_weight = defop(
     "_conv_backward_weight(Tensor go, Tensor input, int[] weight_size, int[] stride, int[] padding, "
@@ -276,6 +286,9 @@ conv_backward_weight = defop(
         _conv_to(input, grad, stride, padding, dilation, groups, go_shape[2:]),
      "input": lambda grad, go, input_shape, stride, padding, dilation, groups:
         conv_backward_input(go, grad, input_shape[2:], stride, padding, dilation, groups)},
+    jvp=lambda go_p, go_t, input_p, input_t, weight_size, stride, padding, dilation, groups: _bilinear(
+        lambda a, b: conv_backward_weight(a, b, weight_size, stride, padding, dilation, groups),
+        go_p, go_t, input_p, input_t),
     method=False, api=False).call
 
 
@@ -294,11 +307,26 @@ def _conv_samples(rng):
     ]
 
 
+def _convolution_jvp(input_p, input_t, weight_p, weight_t, bias_t, stride, padding, dilation,
+                     transposed, output_padding, groups):
+    """Bilinear in (input, weight), plus the bias broadcast over batch and pixels."""
+    def conv(x, w):
+        return convolution(x, w, None, stride, padding, dilation, transposed, output_padding, groups)
+
+    r = None if input_t is None else conv(input_t, weight_p)
+    if weight_t is not None:
+        r = plus(r, conv(input_p, weight_t))
+    if bias_t is not None:
+        r = plus(r, bias_t.reshape((-1,) + (1,) * (input_p.dim() - 2)))
+    return r
+
+
 convolution = defop(
     "convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, "
     "SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor", _convolution,
     # bias first: its sum reads grad before the two products push it out of the caches
     {"bias": _bias_grad, "input": _conv_grad_input, "weight": _conv_grad_weight},
+    jvp=_convolution_jvp,
     method=False, samples=_conv_samples).call
 
 
@@ -583,6 +611,7 @@ max_pool2d_with_indices = defop(
     "int[2] dilation=1, bool ceil_mode=False) -> (Tensor values, Tensor indices)", _max_pool2d,
     {"self": lambda grad, indices, self_shape, kernel_size, stride, dilation: pool_scatter(
         grad, indices, self_shape, _disjoint(kernel_size, stride, dilation))},
+    jvp=lambda self_t, indices: (pool_gather(self_t, indices), None),
     method=False, api=False, torch=_torch_max_pool, node_name="MaxPool2DWithIndicesBackward0",
     samples=_max_pool_samples).call
 
