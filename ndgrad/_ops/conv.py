@@ -18,7 +18,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from .. import _backend
-from .jvp import plus
+from .jvp import plus, product
 from .registry import defcomposite, defop
 from .samples import nc, sample
 
@@ -262,10 +262,14 @@ def _cbw_fwd(g, x, wshape, stride, padding, dilation, groups):
 
 # In these two records ``grad`` names the op's first input (the convolution's output gradient);
 # the incoming gradient is ``grads[0]``.
-def _bilinear(op, a, a_t, b, b_t):
-    """``op(a_t, b) + op(a, b_t)``, each term only where the input has a tangent."""
-    r = None if a_t is None else op(a_t, b)
-    return r if b_t is None else plus(r, op(a, b_t))
+def _cbi_jvp(go_p, go_t, weight_p, weight_t, input_size, stride, padding, dilation, groups):
+    args = (input_size, stride, padding, dilation, groups)
+    return product(lambda a, b: conv_backward_input(a, b, *args), go_p, go_t, weight_p, weight_t)
+
+
+def _cbw_jvp(go_p, go_t, input_p, input_t, weight_size, stride, padding, dilation, groups):
+    args = (weight_size, stride, padding, dilation, groups)
+    return product(lambda a, b: conv_backward_weight(a, b, *args), go_p, go_t, input_p, input_t)
 
 
 conv_backward_input = defop(
@@ -275,9 +279,7 @@ conv_backward_input = defop(
         _conv_to(grad, weight, stride, padding, dilation, groups, go_shape[2:]),
      "weight": lambda grad, go, weight_shape, stride, padding, dilation, groups:
         conv_backward_weight(go, grad, weight_shape, stride, padding, dilation, groups)},
-    jvp=lambda go_p, go_t, weight_p, weight_t, input_size, stride, padding, dilation, groups: _bilinear(
-        lambda a, b: conv_backward_input(a, b, input_size, stride, padding, dilation, groups),
-        go_p, go_t, weight_p, weight_t),
+    jvp=_cbi_jvp,
     method=False, api=False).call
 conv_backward_weight = defop(
     "_conv_backward_weight(Tensor go, Tensor input, int[] weight_size, int[] stride, int[] padding, "
@@ -286,9 +288,7 @@ conv_backward_weight = defop(
         _conv_to(input, grad, stride, padding, dilation, groups, go_shape[2:]),
      "input": lambda grad, go, input_shape, stride, padding, dilation, groups:
         conv_backward_input(go, grad, input_shape[2:], stride, padding, dilation, groups)},
-    jvp=lambda go_p, go_t, input_p, input_t, weight_size, stride, padding, dilation, groups: _bilinear(
-        lambda a, b: conv_backward_weight(a, b, weight_size, stride, padding, dilation, groups),
-        go_p, go_t, input_p, input_t),
+    jvp=_cbw_jvp,
     method=False, api=False).call
 
 
@@ -310,12 +310,8 @@ def _conv_samples(rng):
 def _convolution_jvp(input_p, input_t, weight_p, weight_t, bias_t, stride, padding, dilation,
                      transposed, output_padding, groups):
     """Bilinear in (input, weight), plus the bias broadcast over batch and pixels."""
-    def conv(x, w):
-        return convolution(x, w, None, stride, padding, dilation, transposed, output_padding, groups)
-
-    r = None if input_t is None else conv(input_t, weight_p)
-    if weight_t is not None:
-        r = plus(r, conv(input_p, weight_t))
+    args = (stride, padding, dilation, transposed, output_padding, groups)
+    r = product(lambda x, w: convolution(x, w, None, *args), input_p, input_t, weight_p, weight_t)
     if bias_t is not None:
         r = plus(r, bias_t.reshape((-1,) + (1,) * (input_p.dim() - 2)))
     return r

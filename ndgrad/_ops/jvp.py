@@ -24,7 +24,7 @@ import numpy as np
 
 from .._tensor import Tensor
 
-__all__ = ["prepare", "plus"]
+__all__ = ["prepare", "plus", "product"]
 
 
 def plus(a, b):
@@ -32,6 +32,13 @@ def plus(a, b):
     if a is None:
         return b
     return a if b is None else a + b
+
+
+def product(op, a, a_t, b, b_t):
+    """The JVP of ``op`` bilinear in ``(a, b)``: ``op(a_t, b) + op(a, b_t)``, each term only where
+    the input has a tangent (matmul, convolution)."""
+    r = None if a_t is None else op(a_t, b)
+    return r if b_t is None else plus(r, op(a, b_t))
 
 
 def prepare(rec, jvp):
@@ -78,8 +85,8 @@ def _source(rec, name: str, what: str) -> str:
 
 
 def _compile(body: list, env: dict):
-    """``def rule(A, T, O)`` with ``body``: one straight-line function per op, no calls between
-    the mode and the formulas (forward AD's hot path). ``rule.reads_out``: whether it reads an
+    """``def rule(A, T, O)`` with ``body``: one straight-line function per op, called by the mode
+    and calling the formulas (forward AD's hot path). ``rule.reads_out``: whether it reads an
     output (an in-place op's rule then needs the out-of-place result)."""
     from .registry import _arg_value
 
@@ -115,26 +122,28 @@ def _linear(rec):
     """The op applied to the tangents; an input without one contributes zeros."""
     from .registry import T_TENSOR_LIST, dispatch
 
-    pos = tuple(sorted({rec.diff_pos[s] for slot, *_ in rec.vjp_plan
-                        for s in (slot if type(slot) is tuple else (slot,))}))
-    lists = tuple(p for p in pos if rec.params[p].code == T_TENSOR_LIST)
-
-    def rule(args, tans, outs):
-        new = list(args)
-        for p in pos:
-            a = args[p]
-            if p in lists:
-                new[p] = [_zero(x) if g is None else g for x, g in zip(a, tans[p] or [None] * len(a))]
-            else:
-                g = tans[p]
-                new[p] = _zero(a) if g is None else g
-        return dispatch(rec, tuple(new))
-
-    rule.reads_out = False
-    return rule
+    pos = sorted({rec.diff_pos[s] for slot, *_ in rec.vjp_plan
+                  for s in (slot if type(slot) is tuple else (slot,))})
+    args = []
+    for i, p in enumerate(rec.params):
+        if i not in pos:
+            args.append(f"A[{i}]")
+        elif p.code == T_TENSOR_LIST:
+            args.append(f"_zeros_for(A[{i}], T[{i}])")
+        elif len(pos) == 1:
+            args.append(f"T[{i}]")  # the one input: it has the tangent
+        else:
+            args.append(f"_zero(A[{i}]) if T[{i}] is None else T[{i}]")
+    return _compile([f"    return _dispatch(_rec, ({''.join(x + ', ' for x in args)}))"],
+                    {"_dispatch": dispatch, "_rec": rec, "_zero": _zero, "_zeros_for": _zeros_for})
 
 
 def _zero(a):
     if isinstance(a, Tensor):
         return Tensor._make(np.zeros_like(a._data), None, 0, None)
     return None if a is None else type(a)(0)
+
+
+def _zeros_for(a, ts):
+    """A ``Tensor[]`` argument's tangents, zeros where an element has none."""
+    return [_zero(x) if g is None else g for x, g in zip(a, ts or (None,) * len(a))]

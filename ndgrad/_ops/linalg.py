@@ -16,7 +16,7 @@ from .. import _dtype as D
 from .. import return_types
 from .registry import PROMOTE_COMMON as COMMON
 from .._tensor import Tensor
-from .jvp import plus
+from .jvp import plus, product
 from .registry import NAMESPACES, defcomposite, defop
 from .samples import nc, sample
 from .shape import cat
@@ -74,17 +74,10 @@ def _weight_grad(mat1, grad, mat2_strides):
     return mat1.mT.mm(grad)
 
 
-def _product_rule(op, a, a_t, b, b_t):
-    """The JVP of a bilinear ``op``: ``op(a_t, b) + op(a, b_t)``, each term only where the input
-    has a tangent."""
-    r = None if a_t is None else op(a_t, b)
-    return r if b_t is None else plus(r, op(a, b_t))
-
-
 defop("matmul(Tensor self, Tensor other) -> Tensor", _matmul,
       {"self": _matmul_self, "other": _matmul_other},
       jvp=lambda self_p, self_t, other_p, other_t:
-          _product_rule(Tensor.matmul, self_p, self_t, other_p, other_t),
+          product(Tensor.matmul, self_p, self_t, other_p, other_t),
       promote=COMMON,
       samples=lambda rng: [
           sample("mm", rng.standard_normal((3, 4)), rng.standard_normal((4, 2))),
@@ -110,7 +103,7 @@ defop("mm(Tensor self, Tensor mat2) -> Tensor", _mm,
       {"self": lambda grad, mat2: grad @ mat2.mT,
        "mat2": lambda grad, self, mat2_strides: _weight_grad(self, grad, mat2_strides)},
       jvp=lambda self_p, self_t, mat2_p, mat2_t:
-          _product_rule(Tensor.mm, self_p, self_t, mat2_p, mat2_t),
+          product(Tensor.mm, self_p, self_t, mat2_p, mat2_t),
       promote=COMMON,
       samples=lambda rng: [sample("2d", rng.standard_normal((3, 4)), rng.standard_normal((4, 5))),
                            sample("nc", rng.standard_normal((4, 3)).T, nc(rng.standard_normal((4, 2))))])
@@ -185,7 +178,7 @@ def _bmm(x, y):
 defop("bmm(Tensor self, Tensor mat2) -> Tensor", _bmm,
       {"self": lambda grad, mat2: grad.bmm(mat2.mT), "mat2": lambda grad, self: self.mT.bmm(grad)},
       jvp=lambda self_p, self_t, mat2_p, mat2_t:
-          _product_rule(Tensor.bmm, self_p, self_t, mat2_p, mat2_t),
+          product(Tensor.bmm, self_p, self_t, mat2_p, mat2_t),
       samples=lambda rng: [
           sample("3d", rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5))),
           sample("nc", nc(rng.standard_normal((2, 3, 4))), rng.standard_normal((2, 5, 4)).transpose(0, 2, 1)),
@@ -227,7 +220,7 @@ def _scaled(g, s):
 
 
 def _addmm_jvp(self_t, mat1_p, mat1_t, mat2_p, mat2_t, beta, alpha):
-    r = _product_rule(Tensor.mm, mat1_p, mat1_t, mat2_p, mat2_t)
+    r = product(Tensor.mm, mat1_p, mat1_t, mat2_p, mat2_t)
     r = None if r is None else _scaled(r, alpha)
     return r if self_t is None or beta == 0 else plus(r, _scaled(self_t, beta))
 
@@ -265,7 +258,7 @@ def _dot(x, y):
 defop("dot(Tensor self, Tensor tensor) -> Tensor", _dot,
       {"self": lambda grad, tensor: grad * tensor, "tensor": lambda grad, self: grad * self},
       jvp=lambda self_p, self_t, tensor_p, tensor_t:
-          _product_rule(Tensor.dot, self_p, self_t, tensor_p, tensor_t),
+          product(Tensor.dot, self_p, self_t, tensor_p, tensor_t),
       samples=lambda rng: [sample("1d", rng.standard_normal((5,)), rng.standard_normal((5,))),
                            sample("nc", nc(rng.standard_normal((4,))), rng.standard_normal((4,))),
                            sample("int", np.arange(4), np.arange(4) + 1)])
@@ -281,7 +274,7 @@ def _outer(x, y):
 defop("outer(Tensor self, Tensor vec2) -> Tensor", _outer,
       {"self": lambda grad, vec2: grad.matmul(vec2), "vec2": lambda grad, self: self.matmul(grad)},
       jvp=lambda self_p, self_t, vec2_p, vec2_t:
-          _product_rule(Tensor.outer, self_p, self_t, vec2_p, vec2_t),
+          product(Tensor.outer, self_p, self_t, vec2_p, vec2_t),
       promote=COMMON, node_name="MulBackward0",
       samples=lambda rng: [sample("1d", rng.standard_normal((3,)), rng.standard_normal((4,))),
                            sample("nc", nc(rng.standard_normal((3,))), rng.standard_normal((2,))),
