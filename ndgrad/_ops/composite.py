@@ -12,8 +12,9 @@ import numpy as np
 
 from .. import _backend
 from .. import _dtype as D
+from .._factories import as_tensor
 from .._tensor import Tensor
-from .index import index_adv, key_arrays
+from .index import index_adv
 from .registry import OPS, defcomposite, defop
 from .samples import nc, sample
 from .shape import size_arg
@@ -309,7 +310,53 @@ def getitem(self, key):
         return _alias(self)
     elif _int_index(key) is not None:
         return getitem(self, int(key))
-    return index_adv(self, key_arrays(key))
+    return index_adv(*_advanced(self, key))
+
+
+def _as_index(k):
+    """An advanced index as a tensor (a list or array becomes one, as in PyTorch)."""
+    return k if isinstance(k, Tensor) else as_tensor(np.asarray(k))
+
+
+def _advanced(self, key):
+    """``(view, indices)`` for a key with advanced parts: ints, slices and None become views as
+    in ``_getitem_tuple`` (PyTorch's applySlicing), the rest one ``index`` list with None where
+    a dim is taken whole. So ``x[0, :, idx]`` is ``x[0][:, idx]``, as in PyTorch."""
+    items = [k if k is None or k is Ellipsis or type(k) is slice or _int_index(k) is not None
+             else _as_index(k) for k in (key if type(key) is tuple else (key,))]
+    n_real = sum(0 if k is None or k is Ellipsis else k._data.ndim if isinstance(k, Tensor)
+                 and k._data.dtype.kind == "b" else 1 for k in items)
+    ndim = self._data.ndim
+    if n_real > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    out, dim, indices = self, 0, []
+    for pos, k in enumerate(items):
+        if type(k) is slice:
+            start, stop, step = _slice_args(k)
+            size = out._data.shape[dim]
+            if not (step == 1 and not start and (stop is None or stop >= size)):
+                out = _slice(out, dim, start, stop, step)
+            indices.append(None)
+            dim += 1
+        elif k is None:
+            out = _unsqueeze(out, dim)
+            indices.append(None)
+            dim += 1
+        elif k is Ellipsis:
+            indices += [None] * (ndim - n_real)
+            dim += ndim - n_real
+        elif isinstance(k, Tensor):
+            indices.append(k)
+            dim += k._data.ndim if k._data.dtype.kind == "b" else 1
+        else:
+            k = _int_index(k)
+            size = out._data.shape[dim]
+            if not -size <= k < size:
+                raise _out_of_bounds(k, pos, size)
+            out = _select(out, dim, k)
+    while indices and indices[-1] is None:
+        indices.pop()
+    return out, indices
 
 
 defcomposite(getitem, name="__getitem__", api=False, method=False, torch="Tensor.__getitem__",
@@ -324,14 +371,23 @@ defcomposite(getitem, name="__getitem__", api=False, method=False, torch="Tensor
                  sample("ellipsis_0d", rng.standard_normal(()), Ellipsis),
                  sample("none", rng.standard_normal((3,)), None),
                  sample("ints_0d_out", rng.standard_normal((2, 3)), (1, -2)),
-                 sample("empty", rng.standard_normal((3, 2)), slice(5, None))])
+                 sample("empty", rng.standard_normal((3, 2)), slice(5, None)),
+                 sample("adv_array", rng.standard_normal((5, 3)), np.array([0, 2, 2, 4])),
+                 sample("adv_mask", rng.standard_normal((3, 4)), rng.standard_normal((3, 4)) > 0),
+                 sample("adv_int_slice_array", rng.standard_normal((3, 4, 2)),
+                        (0, slice(None), np.array([1, 0]))),
+                 sample("adv_apart", rng.standard_normal((3, 4, 2)),
+                        (np.array([0, 2]), slice(1, 3), np.array([1, 0]))),
+                 sample("adv_none_ellipsis", rng.standard_normal((3, 4, 2)),
+                        (None, Ellipsis, np.array([1, 0])))])
 
 
 def setitem(self, key, value):
     if type(key) is int or type(key) is slice or _is_basic(key):
         getitem(self, key).copy_(value)
     else:
-        Tensor._index_put_(self, key_arrays(key), value, False)
+        out, indices = _advanced(self, key)
+        out.index_put_(indices, value)
 
 
 def _is_basic(key) -> bool:

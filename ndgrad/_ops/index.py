@@ -1,7 +1,7 @@
 """Indexing ops: advanced indexing, index_put_, gather/scatter, index_select/add, masks.
 
-Index tensors are never differentiable; they reach the forward as arrays inside the ``key``
-argument. Basic indexing (ints, slices, None, Ellipsis) is a chain of the view ops
+Advanced indexing is PyTorch's ``index.Tensor(self, indices)``: one index tensor (or None, the
+whole dim) per leading dim; index tensors are never differentiable. Basic indexing (ints, slices, None, Ellipsis) is a chain of the view ops
 ``select.int``, ``slice.Tensor``, ``unsqueeze`` and ``alias``, built as PyTorch builds it by
 ``getitem`` in ``composite.py``, which picks basic or advanced indexing.
 """
@@ -19,62 +19,53 @@ from .registry import NAMESPACES, OPS, definplace, defop
 from .samples import nc, sample
 
 
-def key_arrays(key):
-    """An indexing key with tensors replaced by their arrays (checked as PyTorch checks them)."""
-    if isinstance(key, tuple):
-        return tuple(key_arrays(k) for k in key)
-    if isinstance(key, Tensor):
-        a = key._data
-        if a.dtype.kind not in "biu":
+def _key(indices, x):
+    """PyTorch's index list (one entry per leading dim, None for a whole dim) as a NumPy key,
+    its host arrays moved to ``x``'s device (a device kernel reads them)."""
+    for a in indices:
+        if a is not None and a.dtype.kind not in "biu":
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-        return a
-    if isinstance(key, list):
-        return np.asarray(key)
-    return key
-
-
-def _key_on(key, x):
-    """``key`` with its host index arrays moved to ``x``'s device (a device kernel reads them)."""
+    key = tuple(slice(None) if a is None else a for a in indices)
     if type(x) is np.ndarray:
         return key
     dev = _backend.device_of(x)
-    if isinstance(key, tuple):
-        return tuple(_backend.to_device(k, dev) if isinstance(k, np.ndarray) else k for k in key)
-    return _backend.to_device(key, dev) if isinstance(key, np.ndarray) else key
+    return tuple(_backend.to_device(k, dev) if isinstance(k, np.ndarray) else k for k in key)
 
 
-def _index_backward(grad, shape, key):
+def _index_backward(grad, shape, indices):
     out = _backend.namespace_of(grad).zeros(shape, grad.dtype)
     # repeated indices accumulate (np.add.at reaches CuPy's ufunc.at from CuPy 12.1)
-    np.add.at(out, _key_on(key, grad), grad)
+    np.add.at(out, _key(indices, grad), grad)
     return out
 
 
-index_backward = defop("_index_backward(Tensor grad, int[] shape, Any key) -> Tensor", _index_backward,
-                       {"grad": lambda grad, key: index_adv(grad, key)}, jvp="linear",
-                       method=False, api=False).call
+index_backward = defop("_index_backward(Tensor grad, int[] shape, Tensor?[] indices) -> Tensor",
+                       _index_backward, {"grad": lambda grad, indices: index_adv(grad, indices)},
+                       jvp="linear", method=False, api=False).call
 
 
-def _index(x, key):
+def _index(x, indices):
     try:
-        return x[_key_on(key, x)]
+        return x[_key(indices, x)]
     except IndexError as e:
         raise IndexError(str(e).replace("axis", "dimension")) from None
 
 
-index_adv = defop("_index(Tensor self, Any key) -> Tensor", _index,
-                  {"self": lambda grad, self_shape, key: index_backward(grad, self_shape, key)},
-                  jvp="linear", method=False, api=False,
+# Index tensors are arguments (never constants), so a capture sees where they come from.
+index_adv = defop("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", _index,
+                  {"self": lambda grad, self_shape, indices: index_backward(grad, self_shape, indices)},
+                  jvp="linear", method=False, api=False, torch="torch.ops.aten.index.Tensor",
                   samples=lambda rng: [
-                      sample("int_array", rng.standard_normal((5, 3)), (np.array([0, 2, 2, 4]),)),
-                      sample("bool_mask", rng.standard_normal((3, 4)), (rng.standard_normal((3, 4)) > 0,)),
-                      sample("mixed", rng.standard_normal((3, 4, 2)), (slice(None), np.array([[0, 1], [3, 3]]))),
-                      sample("two_arrays", rng.standard_normal((3, 4)), (np.array([0, 2]), np.array([1, 3])))]).call
+                      sample("int_array", rng.standard_normal((5, 3)), [np.array([0, 2, 2, 4])]),
+                      sample("bool_mask", rng.standard_normal((3, 4)), [rng.standard_normal((3, 4)) > 0]),
+                      sample("mixed", rng.standard_normal((3, 4, 2)), [None, np.array([[0, 1], [3, 3]])]),
+                      sample("apart", rng.standard_normal((3, 4, 2)), [np.array([0, 2]), None, np.array([1, 0])]),
+                      sample("two_arrays", rng.standard_normal((3, 4)), [np.array([0, 2]), np.array([1, 3])])]).call
 
 
-def _index_put(x, key, values, accumulate):
+def _index_put(x, indices, values, accumulate):
     out = x.copy()
-    key = _key_on(key, x)
+    key = _key(indices, x)
     if accumulate:
         np.add.at(out, key, values)
     else:
@@ -82,31 +73,18 @@ def _index_put(x, key, values, accumulate):
     return out
 
 
-def _index_put_self_grad(grad, key, accumulate):
-    return grad if accumulate else index_put(grad, key, 0.0)
+def _index_put_self_grad(grad, indices, accumulate):
+    return grad if accumulate else index_put(grad, indices, 0.0)
 
 
 index_put = defop(
-    "_index_put(Tensor self, Any key, Tensor values, bool accumulate=False) -> Tensor", _index_put,
-    {"self": _index_put_self_grad, "values": lambda grad, key: index_adv(grad, key)}, jvp="linear",
-    promote=1, promote_args=("self",), method=False, api=False, inplace="_index_put_",
+    "index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor", _index_put,
+    {"self": _index_put_self_grad, "values": lambda grad, indices: index_adv(grad, indices)}, jvp="linear",
+    promote=1, promote_args=("self",), inplace="index_put_",
     samples=lambda rng: [
-        sample("put", rng.standard_normal((5, 3)), (np.array([0, 3]),), rng.standard_normal((2, 3))),
-        sample("accumulate", rng.standard_normal((5,)), (np.array([1, 1, 2]),), rng.standard_normal((3,)), True),
-        sample("bcast_value", rng.standard_normal((4, 3)), (np.array([2]),), rng.standard_normal((3,)))]).call
-
-
-def index_put_(self, indices, values, accumulate=False):
-    """``Tensor.index_put_(indices, values, accumulate=False)``; ``indices`` is a tuple of tensors."""
-    return Tensor._index_put_(self, key_arrays(tuple(indices)), values, accumulate)
-
-
-def index_put_fn(self, indices, values, accumulate=False):
-    return index_put(self, key_arrays(tuple(indices)), values, accumulate)
-
-
-Tensor.index_put_ = index_put_
-Tensor.index_put = index_put_fn
+        sample("put", rng.standard_normal((5, 3)), [np.array([0, 3])], rng.standard_normal((2, 3))),
+        sample("accumulate", rng.standard_normal((5,)), [np.array([1, 1, 2])], rng.standard_normal((3,)), True),
+        sample("bcast_value", rng.standard_normal((4, 3)), [np.array([2])], rng.standard_normal((3,)))]).call
 
 
 # --- gather / scatter ---
@@ -459,7 +437,7 @@ def _masked_select(x, mask):
 
 def _masked_select_grad(grad, self_shape, mask):
     shape = np.broadcast_shapes(self_shape, mask.shape)
-    return index_backward(grad, shape, (np.broadcast_to(mask._data, shape),))  # mask: on grad's device
+    return index_backward(grad, shape, [mask.expand(shape)])
 
 
 masked_select = defop(

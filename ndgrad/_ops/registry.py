@@ -68,7 +68,7 @@ below_mode = _dm.skip_current
 
 # --- schema parsing ---
 T_PLAIN, T_TENSOR, T_OPT_TENSOR, T_TENSOR_LIST = 0, 1, 2, 3
-_PARAM = re.compile(r"^(?P<type>[A-Za-z]+(?:\([a-z]!?\))?(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
+_PARAM = re.compile(r"^(?P<type>[A-Za-z]+(?:\([a-z]!?\))?\??(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
 
 
 class Param:
@@ -438,7 +438,7 @@ class OpNode(Node):
         s = saved[k]
         if s is None:  # not saved: no formula that reads it runs (PyTorch answers None too)
             return None
-        return [x._unpack_saved(self) for x in s] if type(s) is list else s._unpack_saved(self)
+        return _unpack_list(s, self) if type(s) is list else s._unpack_saved(self)
 
     def apply(self, grads):
         rec = self._rec
@@ -450,7 +450,7 @@ class OpNode(Node):
             S = ()
         else:
             S = [x if x is None else x._unpack_saved(self) if type(x) is not list
-                 else [y._unpack_saved(self) for y in x]
+                 else _unpack_list(x, self)
                  for x in saved]
         if len(grads) == 1:
             if grads[0] is None:
@@ -474,6 +474,10 @@ class OpNode(Node):
                     for s, g in zip(slot, res, strict=True):
                         out[s] = g
         return out
+
+
+def _unpack_list(saved, node) -> list:
+    return [None if x is None else x._unpack_saved(node) for x in saved]
 
 
 def _materialize(node, grads):
@@ -745,7 +749,7 @@ def _new_node(rec, args, old_self=None):
             if pos == 0 and old_self is not None:
                 a = old_self(a)
             if type(a) in (list, tuple):
-                saved.append([save_input(t) for t in a])
+                saved.append([None if t is None else save_input(t) for t in a])  # Tensor?[]
             elif isinstance(a, Tensor):
                 saved.append(save_input(a))
             else:

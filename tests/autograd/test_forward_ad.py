@@ -36,8 +36,6 @@ TORCH_NO_FWAD = {
     "_index_backward": "internal helper, no torch op",
     "_slice_backward": "internal helper, no torch op",
     "_pad_backward": "internal helper, no torch op",
-    "_index": "internal helper, no torch op",
-    "_index_put": "internal helper, no torch op",
     "_copy_from": "internal helper, no torch op",
     "_fill": "internal helper, no torch op",
     "scaled_dot_product_attention": "torch: no forward AD for the CPU flash-attention kernel",

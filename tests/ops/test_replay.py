@@ -204,3 +204,19 @@ def test_optimizer_steps_under_a_mode_match_the_array_code_bit_for_bit(make):
                 opt.step()
         results.append(w.detach().numpy().copy())
     np.testing.assert_array_equal(results[0], results[1], strict=True)
+
+
+def test_computed_indices_are_data_not_constants():
+    """Index tensors reach ``index``/``index_put`` as arguments, so a recording links them to
+    the calls that computed them (a replay from other inputs picks other elements)."""
+    x = nd.randn(4, 5, requires_grad=True)
+    with Recorder() as rec:
+        idx = x.argmax(1)
+        picked = x[nd.arange(4), idx]
+        mask = x > 0
+        y = x.clone()
+        y[mask] = 0.0
+        (picked.sum() + y.sum()).backward()
+    _replay(rec, {id(x._data)})  # no input but x: every index was computed by a recorded call
+    funcs = _funcs(rec)
+    assert "aten.index.Tensor" in funcs and "aten.index_put_.default" in funcs

@@ -55,7 +55,7 @@ def test_listed_inplace_method(name):
 
 
 def test_indexing_records():
-    for key in ("__getitem__", "slice.Tensor", "select.int", "alias", "_index", "_index_put"):
+    for key in ("__getitem__", "slice.Tensor", "select.int", "alias", "index.Tensor", "index_put"):
         assert OPS[key].samples, key
 
 
