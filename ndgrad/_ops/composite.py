@@ -13,6 +13,7 @@ import numpy as np
 from .. import _backend
 from .. import _dtype as D
 from .._factories import as_tensor
+from .factory import full as _full
 from .._tensor import Tensor
 from .index import index_adv
 from .registry import OPS, defcomposite, defop
@@ -496,27 +497,37 @@ def take_along_dim(input, indices, dim=None):
     return input.expand(xx).gather(d, indices.expand(ix))
 
 
+def _repeat_counts(counts, output_size):
+    """Indices 0, 1, ... repeated by ``counts`` (drawn on the host: the output size is the data)."""
+    host = _backend.to_device(counts, _backend.cpu) if type(counts) is not np.ndarray else counts
+    idx = np.repeat(np.arange(host.shape[0]), host)
+    return idx if type(counts) is np.ndarray else _backend.to_device(idx, _backend.device_of(counts))
+
+
+_repeat_op = defop("repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor",
+                   _repeat_counts, method=False, api=False, torch="torch.repeat_interleave",
+                   samples=lambda rng: [sample("counts", np.array([1, 0, 3, 2])),
+                                        sample("zeros", np.array([0, 0]))]).call
+
+
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """Each element (or slice along ``dim``) repeated ``repeats`` times; with only an integer
     tensor ``repeats``, the indices 0, 1, ... repeated by its counts."""
     if repeats is None:  # torch.repeat_interleave(repeats)
-        counts = input._data
-        return Tensor._make(np.repeat(_backend.namespace_of(counts).arange(counts.shape[0]), counts.tolist()
-                                      if type(counts) is not np.ndarray else counts), None, 0, None)
+        return _repeat_op(input, output_size=output_size)
     if dim is None:
         input, dim = input.reshape(-1), 0
     d = dim % max(input.dim(), 1)
     n = input.shape[d]
     if isinstance(repeats, Tensor):
-        counts = repeats._data.reshape(-1)
+        counts = repeats.reshape(-1)
         if counts.shape[0] not in (1, n):
             raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
                                f"{counts.shape[0]} and input.size(0) = {n}")
-        counts = _backend.to_device(counts, _backend.cpu)
+        counts = counts.expand(n)
     else:
-        counts = int(repeats)
-    idx = np.repeat(np.arange(n), counts)
-    return input.index_select(d, Tensor._make(_backend.to_device(idx, input.device), None, 0, None))
+        counts = _full((n,), int(repeats), dtype=D.int64, device=input.device)
+    return input.index_select(d, _repeat_op(counts, output_size=output_size))
 
 
 def diff(input, n=1, dim=-1, prepend=None, append=None):

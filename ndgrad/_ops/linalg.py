@@ -16,6 +16,8 @@ from .. import _dtype as D
 from .. import return_types
 from .registry import PROMOTE_COMMON as COMMON
 from .._tensor import Tensor
+from .factory import eye as _eye
+from .factory import ones as _ones
 from .jvp import plus, product
 from .registry import NAMESPACES, defcomposite, defop
 from .samples import nc, sample
@@ -391,8 +393,6 @@ def _einsum_backward(grad, equation, tensors, needs):
     the operand's labels. A repeated label gets an identity matrix (the gradient lives on the
     diagonal); a label that nothing else carries at full size gets a vector of ones."""
     ins, out, sizes = _einsum_plan(equation, tuple(tuple(t.shape) for t in tensors))
-    dt = grad._data.dtype
-    xp = _backend.namespace_of(grad._data)
     used = set("".join(ins) + out)
     spare = [c for c in _LETTERS if c not in used]
     res = []
@@ -408,7 +408,7 @@ def _einsum_backward(grad, equation, tensors, needs):
             if lab in seen:
                 new = spare.pop(0)
                 terms.append(lab + new)
-                ops.append(Tensor._make(xp.eye(n, dtype=dt), None, 0, None))
+                ops.append(_eye(n, dtype=grad.dtype, device=grad.device))
                 lab = new
             seen[lab] = n
             labels.append(lab)
@@ -416,7 +416,7 @@ def _einsum_backward(grad, equation, tensors, needs):
             have = max((op.shape[t.index(lab)] for t, op in zip(terms, ops, strict=True) if lab in t), default=0)
             if have < seen[lab]:
                 terms.append(lab)
-                ops.append(Tensor._make(xp.ones(seen[lab], dtype=dt), None, 0, None))
+                ops.append(_ones(seen[lab], dtype=grad.dtype, device=grad.device))
         res.append(_einsum_op(",".join(terms) + "->" + "".join(labels), ops))
     return res
 
@@ -772,10 +772,6 @@ _qr_rec.call = qr
 NAMESPACES["linalg"]["qr"] = qr
 
 
-def _const(a):
-    return Tensor._make(a, None, 0, None)
-
-
 def _svd_backward(grads, U, S, Vh):
     """Reduced real SVD (Townsend, "Differentiating the singular value decomposition"):
     gA = U [F o (U^T gU - gU^T U) S + diag(gS) + S F o (V^T gV - gV^T V)] V^T
@@ -784,7 +780,7 @@ def _svd_backward(grads, U, S, Vh):
     gU, gS, gVh = grads
     V, gV = Vh.mT, gVh.mT
     k = S.shape[-1]
-    eye = _const(_backend.namespace_of(S._data).eye(k, dtype=S._data.dtype))
+    eye = _eye(k, dtype=S.dtype, device=S.device)  # a factory op: a capture sees it
     s2 = S * S
     F = (s2[..., None, :] - s2[..., :, None] + eye).reciprocal() * (1 - eye)
     J = F * (U.mT @ gU - gU.mT @ U)

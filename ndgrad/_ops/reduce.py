@@ -16,6 +16,8 @@ from .. import _dtype as D
 from .. import return_types
 from .._tensor import Tensor, _wrap_dim
 from .pointwise import where
+from .factory import arange, ones_like
+from .factory import eye as _eye
 from .jvp import plus
 from .registry import NAMESPACES, OPS, defcomposite, defop
 from .samples import nc, sample
@@ -217,10 +219,6 @@ def _count(shape, dim) -> int:
     return n
 
 
-def _const(a: np.ndarray) -> Tensor:
-    return Tensor._make(a, None, 0, None)
-
-
 def _type_name(x) -> str:
     return D.SHORT_NAMES[x.dtype]
 
@@ -246,10 +244,6 @@ def _even_jvp(self_t, self, result, dim, keepdim):
     return (self_t * mask).sum(dim, keepdim) / mask.sum(dim, keepdim)
 
 
-def _ones(t) -> Tensor:
-    return _const(_backend.namespace_of(t._data).ones(t._data.shape, t._data.dtype))
-
-
 def _rev_cumsum(g, dim):
     """``g`` summed from each position to the end of ``dim`` (linear, so twice differentiable)."""
     return g - g.cumsum(dim) + g.sum(dim, keepdim=True)
@@ -270,8 +264,8 @@ def _prod_others(x, dim):
 def _without_self(self, dim):
     """``self`` moved to the last dim and repeated as Y[..., i, k]: x_k, with 1 where k == i."""
     n = self.shape[dim]
-    eye = _backend.namespace_of(self._data).eye(n, dtype=self._data.dtype)
-    return self.transpose(dim, -1).unsqueeze(-2) * _const(1 - eye) + _const(eye), eye
+    eye = _eye(n, dtype=self.dtype, device=self.device)  # a factory op: a capture sees it
+    return self.transpose(dim, -1).unsqueeze(-2) * (1 - eye) + eye, eye
 
 
 def _prod_others_grad(grad, self, dim):
@@ -280,7 +274,7 @@ def _prod_others_grad(grad, self, dim):
     if self.dim() == 0:
         return grad * 0
     y, eye = _without_self(self, dim)
-    q = prod_others(y, -1) * _const(1 - eye)
+    q = prod_others(y, -1) * (1 - eye)
     return (grad.transpose(dim, -1).unsqueeze(-1) * q).sum(-2).transpose(dim, -1)
 
 
@@ -293,7 +287,7 @@ def _prod_all(x, dtype):
 
 
 def _prod_all_grad(grad, self, result):
-    if not (self._data == 0).any():
+    if not (self == 0).any():  # data-dependent, as PyTorch's prod backward
         return grad * result / self
     return grad * prod_others(self.reshape(-1), 0).reshape(self.shape)
 
@@ -304,7 +298,7 @@ def _prod_dim(x, dim, keepdim, dtype):
 
 def _prod_dim_grad(grad, self, result, dim, keepdim):
     g = unreduce(grad, self.shape, dim, keepdim)
-    if not (self._data == 0).any():
+    if not (self == 0).any():  # data-dependent, as PyTorch's prod backward
         return g * unreduce(result, self.shape, dim, keepdim) / self
     return g * prod_others(self, dim if self.dim() else 0)
 
@@ -331,7 +325,7 @@ prod_all = defop("prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", _prod
                  api=False, method=False, torch="torch.prod",
                  samples=lambda rng: [s for s in _prod_samples(rng) if len(s.args) == 1]).call
 def _prod_dim_jvp(self_p, self_t, result, dim, keepdim):
-    return (self_t * _prod_dim_grad(_ones(result), self_p, result, dim, keepdim)).sum(dim, keepdim)
+    return (self_t * _prod_dim_grad(ones_like(result), self_p, result, dim, keepdim)).sum(dim, keepdim)
 
 
 prod_dim = defop("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
@@ -646,7 +640,7 @@ def _vector_norm_grad(grad, self, result, ord, dim, keepdim):
 
 
 def _vector_norm_jvp(self_p, self_t, result, ord, dim, keepdim):
-    d = _vector_norm_grad(_ones(result), self_p, result, ord, dim, keepdim)
+    d = _vector_norm_grad(ones_like(result), self_p, result, ord, dim, keepdim)
     return (self_t * d).sum(dim, keepdim)
 
 
@@ -756,13 +750,13 @@ def _cumsum_grad(grad, dim):
 def _cumprod_grad(grad, self, result, dim):
     if self.dim() == 0:
         return grad
-    if not (self._data == 0).any():
+    if not (self == 0).any():  # data-dependent, as PyTorch's prod backward
         return _rev_cumsum(grad * result, dim) / self
     # With zeros: d y_k / d x_j = prod_{m <= k, m != j} x_m, the cumprod of row j of Y (x with
     # x_j replaced by 1), summed against grad over k >= j.
     y, eye = _without_self(self, dim)
-    k = _backend.namespace_of(eye).arange(eye.shape[0])
-    upper = _const((k[:, None] <= k).astype(eye.dtype))  # np.triu of ones; built on eye's device
+    k = arange(eye.shape[0], device=eye.device)
+    upper = (k.unsqueeze(1) <= k).to(eye.dtype)  # triu of ones, from ops
     return (grad.transpose(dim, -1).unsqueeze(-2) * y.cumprod(-1) * upper).sum(-1).transpose(dim, -1)
 
 
