@@ -481,9 +481,11 @@ def _unpack_list(saved, node) -> list:
 
 
 def _materialize(node, grads):
-    meta = node._in_meta
+    """A multi-output node's missing gradients as zeros: the op ``zeros``, so a mode sees it."""
+    meta, zeros = node._in_meta, OPS["zeros"]
     return tuple(
-        _make(_backend.zeros(meta[4 * i], meta[4 * i + 1], meta[4 * i + 2]), None, 0, None) if g is None else g
+        dispatch(zeros, (meta[4 * i], D._FROM_NP[meta[4 * i + 1]], None, meta[4 * i + 2], None))
+        if g is None else g
         for i, g in enumerate(grads)
     )
 

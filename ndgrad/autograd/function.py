@@ -17,6 +17,8 @@ import warnings
 import numpy as np
 
 from .. import _backend
+from .._dtype import _FROM_NP
+from .._ops.factory import zeros as _zeros
 from .._tensor import Tensor, ViewInfo, gradient_edge, refresh_view
 from .anomaly_mode import annotate
 from .anomaly_mode import state as _anomaly
@@ -71,7 +73,8 @@ class BackwardCFunction(Node, FunctionCtx):
         if self.materialize_grads:
             info = self._out_info
             grads = tuple(
-                _make(_backend.zeros(*info[i]), None, 0, None) if g is None and info[i] is not None
+                _zeros(info[i][0], dtype=_FROM_NP[info[i][1]], device=info[i][2])  # an op: modes see it
+                if g is None and info[i] is not None
                 else g
                 for i, g in enumerate(grads)
             )
