@@ -34,6 +34,7 @@ from . import utils  # noqa: F401
 from . import ops  # noqa: F401
 from . import cuda  # noqa: F401
 from . import profiler  # noqa: F401
+from . import compiler, fx  # noqa: F401
 from .serialization import save, load  # noqa: F401
 
 globals().update(_NS[""])

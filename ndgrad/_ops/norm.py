@@ -330,7 +330,9 @@ def _batch_norm_samples(rng):
             sample("eval_no_affine_3d", r(2, 3, 4), *stats(3), training=False, eps=1e-3, no_grad=(1, 2))]
 
 
-batch_norm = defop("batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, "
+# The running statistics are written in place (PyTorch's native_batch_norm marks them (a!) too):
+# the compile stack reads the alias info to find the write.
+batch_norm = defop("batch_norm(Tensor input, Tensor(a!)? running_mean, Tensor(b!)? running_var, Tensor? weight=None, "
                    "Tensor? bias=None, bool training=False, float momentum=0.1, float eps=1e-05) -> Tensor",
                    _batch_norm, {("input", "weight", "bias"): _batch_norm_grad},
                    node_name="NativeBatchNormBackward0", api="nn.functional.batch_norm", method=False,
