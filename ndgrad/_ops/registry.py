@@ -63,9 +63,6 @@ def pop_mode(mode=None):
     return mode if _dm.remove(mode) else None
 
 
-below_mode = _dm.skip_current
-
-
 # --- schema parsing ---
 T_PLAIN, T_TENSOR, T_OPT_TENSOR, T_TENSOR_LIST = 0, 1, 2, 3
 _PARAM = re.compile(r"^(?P<type>[A-Za-z]+(?:\([a-z]!?\))?\??(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
@@ -169,7 +166,10 @@ class OpRecord:
 
     @property
     def overloadpacket(self):
-        return self.extra["packet"]
+        try:
+            return self.extra["packet"]
+        except KeyError:  # a composite: it never reaches dispatch, so it has no overload
+            raise AttributeError(f"composite {self.name} is not an aten overload") from None
 
     @property
     def __name__(self) -> str:
@@ -207,9 +207,11 @@ class OpRecord:
         return tuple(types), tuple(args[:end]), kwargs
 
     def __str__(self) -> str:
-        return f"aten.{self.__name__}"
+        return self.name if self.kind == "composite" else f"aten.{self.__name__}"
 
     def __repr__(self) -> str:
+        if self.kind == "composite":
+            return f"<composite {self.name}>"
         return f"<OpOverload(op='aten.{self.overloadpacket.__name__}', overload='{self._overloadname}')>"
 
 
