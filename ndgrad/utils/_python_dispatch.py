@@ -10,14 +10,10 @@ __all__ = ["TorchDispatchMode", "is_in_torch_dispatch_mode", "_get_current_dispa
            "_get_current_dispatch_mode_stack", "_pop_mode_temporarily"]
 
 
-def _user_stack() -> list:
-    """This thread's own modes, innermost first (the process-wide internal ones are not
-    ``TorchDispatchMode``s to a PyTorch program: its profiler and autograd keys are not either)."""
-    return [m for m in _dm._local.stack[: len(_dm._local.stack)] if isinstance(m, TorchDispatchMode)]
-
-
 def _get_current_dispatch_mode_stack() -> list:
-    return _user_stack()
+    """This thread's own modes, outermost first. The process-wide ones (profiler, anomaly mode,
+    forward AD) are left out: in PyTorch they are not dispatch modes either."""
+    return list(_dm._local.stack)
 
 
 def _get_current_dispatch_mode():
