@@ -35,6 +35,8 @@ from . import ops  # noqa: F401
 from . import cuda  # noqa: F401
 from . import profiler  # noqa: F401
 from . import compiler, fx  # noqa: F401
+from . import _dynamo, _logging  # noqa: F401
+from .compiler.dynamo import compile  # noqa: A004  (torch.compile)
 from .serialization import save, load  # noqa: F401
 
 globals().update(_NS[""])

@@ -70,3 +70,20 @@ def test_forward_ad_benchmark_small_run():
     # Each tangent is checked against the NumPy floor's gradient before anything is timed.
     text = mod.main(["--ops", "8", "--repeat", "1", "--no-torch"])
     assert "ndgrad jvp/plain" in text and text.count("forward AD =") == 2
+
+
+def test_compile_benchmark_small_run(tmp_path):
+    """benchmarks/compile.py: ndgrad eager and compiled (and PyTorch where installed) checked
+    against the floor, then timed; the table names every contender and the chain's verdict."""
+    spec = importlib.util.spec_from_file_location(
+        "ndgrad_bench_compile", RUNNER.with_name("compile.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    out = tmp_path / "c.md"
+    text = mod.main(["--quick", "--no-torch-compile", "--repeat", "1", "--scale", "0.01",
+                     "--out", str(out)])
+    assert out.read_text().strip() == text.strip()
+    assert "ndgrad eager" in text and "ndgrad inductor" in text and "NumPy floor" in text
+    assert "first call s (compile)" in text and "target <= 0.5x" in text
+    assert "MLP step" in text

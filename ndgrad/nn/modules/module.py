@@ -944,5 +944,9 @@ class Module:
         return self
 
     def compile(self, *args, **kwargs) -> None:
-        pass
+        """Compile this module's ``forward`` in place with ``ndgrad.compile``'s arguments (its
+        hooks run around the compiled forward)."""
+        from ...compiler.dynamo import compile_module_in_place
+
+        compile_module_in_place(self, *args, **kwargs)
 

@@ -1,0 +1,185 @@
+"""Compiled against eager, in one interleaved run at 1 thread (issue 15): the chain of tiny ops
+(fwd+bwd per node, as run.py's) and the MLP, CNN and transformer training steps, for ndgrad
+eager, ndgrad compiled (the ``inductor`` backend through AOT autograd: directly with
+``aot_function``, and through ``ndgrad.compile``, guards included), PyTorch eager and
+``torch.compile`` where torch is installed, and the NumPy floor; plus each compiled contender's
+first call (capture and compile included). Every contender is checked against the floor first.
+Usage: python benchmarks/compile.py [--quick] [--repeat N] [--no-torch-compile].
+"""
+
+from __future__ import annotations
+
+import os
+
+if __name__ == "__main__":
+    for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_v] = "1"  # before NumPy loads its BLAS: 1 thread
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run as R  # noqa: E402  (run.py's workloads, cases and checks)
+import steps  # noqa: E402
+
+import ndgrad  # noqa: E402
+from ndgrad.compiler.aot import aot_function  # noqa: E402
+from ndgrad.compiler.inductor import _CODE_CACHE as _inductor_code  # noqa: E402
+from ndgrad.compiler.inductor import compile_fx_inner  # noqa: E402
+from ndgrad.compiler.partitioners import min_cut_rematerialization_partition  # noqa: E402
+
+
+def _inductor(fn):
+    """ndgrad's ``inductor``: AOT autograd, min-cut, straight-line array code per half."""
+    return aot_function(fn, compile_fx_inner, partition_fn=min_cut_rematerialization_partition)
+
+
+class CompiledFrameworkCase(R.FrameworkCase):
+    def __init__(self, lib, model, leaves, consts, compile_fn):
+        super().__init__(lib, model, leaves, consts)
+        self.model = compile_fn(model)
+
+
+class CompiledStepCase(R.StepCase):
+    def __init__(self, lib, build, params, batch, compile_fn):
+        super().__init__(lib, build, params, batch)
+        module, loss_fn = self.module, self.loss_fn
+        self.loss_fn = compile_fn(lambda batch: loss_fn(module, batch))
+        self.lib, self.params = lib, params
+
+    def restore(self) -> None:
+        """Parameters back to their initial values (the first, compiling call took a step)."""
+        steps._load(self.lib, self.module, self.params)
+
+    def forward(self):
+        self.opt.zero_grad(set_to_none=True)
+        return self.loss_fn(self.batch)
+
+
+def _case(w: R.Workload, key: str, lib, compile_fn=None, seed: int = 0):
+    leaves, consts = w.data(__import__("numpy").random.default_rng(seed))
+    if lib is None:
+        return R.FloorCase(w.floor_fwd, w.floor_bwd, leaves, consts)
+    if compile_fn is None:
+        return (R.StepCase if w.step else R.FrameworkCase)(lib, w.model, leaves, consts)
+    if w.step:
+        return CompiledStepCase(lib, w.model, leaves, consts, compile_fn)
+    return CompiledFrameworkCase(lib, w.model, leaves, consts, compile_fn)
+
+
+def _ndgrad_compile(fn):
+    """The whole stack: ``ndgrad.compile`` (capture, guards, cache) with the inductor backend."""
+    return ndgrad.compile(fn, backend="inductor")
+
+
+def contenders(use_torch: bool, torch_compile: bool) -> list[tuple[str, str, object, object]]:
+    """(key, label, lib, compile_fn) per contender."""
+    out = [("ndgrad", "ndgrad eager", ndgrad, None),
+           ("compiled", "ndgrad inductor", ndgrad, _inductor)]
+    if hasattr(ndgrad, "compile"):
+        out.append(("ndgrad_compile", "ndgrad.compile", ndgrad, _ndgrad_compile))
+    if use_torch:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            torch.set_num_threads(1)
+            out.append(("torch", "PyTorch eager", torch, None))
+            if torch_compile:
+                out.append(("torch_compile", "torch.compile", torch, torch.compile))
+    out.append(("floor", "NumPy floor", None, None))
+    return out
+
+
+def measure(w: R.Workload, who, repeat: int):
+    """Median fwd+bwd seconds per contender (None: n/a) and first-call seconds of compiled ones."""
+    cases, first, skipped = {}, {}, {}
+    for key, _, lib, compile_fn in who:
+        try:
+            case = _case(w, key, lib, compile_fn)
+            if compile_fn is not None:
+                _inductor_code.clear()  # each contender compiles from scratch
+                t0 = time.perf_counter()
+                R.run_once(case)  # the first call: capture, compile, run
+                first[key] = time.perf_counter() - t0
+                if hasattr(case, "restore"):
+                    case.restore()
+            cases[key] = case
+        except Exception as e:  # noqa: BLE001 - torch.compile may be unavailable on this CPU
+            skipped[key] = f"{type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
+    R.check(w, cases)
+    for case in cases.values():
+        R.run_once(case)  # warm-up
+    gc.collect()
+    times = {k: [] for k in cases}
+    keys = list(cases)
+    for rep in range(repeat):
+        for i in range(len(keys)):  # round-robin, rotating who goes first
+            key = keys[(rep + i) % len(keys)]
+            f, b = R.run_once(cases[key])
+            times[key].append(f + b)
+    med = {k: statistics.median(ts) for k, ts in times.items()}
+    return med, first, skipped
+
+
+def main(argv: list[str] | None = None) -> str:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=None, help="repetitions per contender (15)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2 repetitions, small sizes")
+    ap.add_argument("--scale", type=float, default=None, help="chain length scale (1.0)")
+    ap.add_argument("--only", default="", help="run workloads whose name contains this")
+    ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    ap.add_argument("--no-torch-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--out", default=None, help="also write the table to this file")
+    args = ap.parse_args(argv)
+    repeat = args.repeat or (2 if args.quick else 15)
+    scale = args.scale or (0.02 if args.quick else 1.0)
+    who = contenders(not args.no_torch, not args.no_torch_compile)
+    n = max(4, round(2000 * scale))
+    work = [R.chain(n, 16)] + ([] if args.quick else R.train_steps())
+    if args.quick:
+        work += [w for w in R.train_steps() if "MLP" in w.name]
+    work = [w for w in work if args.only in w.name]
+    labels = [label for _, label, _, _ in who]
+    head = ["workload", "metric", *labels, "compiled/eager"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    verdicts = []
+    for w in work:
+        print(f"running {w.name} ...", file=sys.stderr, flush=True)
+        med, first, skipped = measure(w, who, repeat)
+        scale_t, unit = (1e3, "step ms") if w.step else (1e6 / w.ops, "fwd+bwd us/node")
+        cells = [f"{med[k] * scale_t:.2f}" if k in med else "n/a" for k, *_ in who]
+        ratio = med["compiled"] / med["ndgrad"]
+        lines.append(f"| {w.name} | {unit} | " + " | ".join(cells) + f" | {ratio:.2f}x |")
+        cells = [f"{first[k]:.2f}" if k in first else "" for k, *_ in who]
+        lines.append("| | first call s (compile) | " + " | ".join(cells) + " | |")
+        for k, why in skipped.items():
+            verdicts.append(f"- {w.name}: {k} n/a ({why})")
+        if not w.step:
+            for k in ("compiled", "ndgrad_compile"):
+                if k in med:
+                    r = med[k] / med["ndgrad"]
+                    ok = "met" if r <= 0.5 else "NOT met"
+                    verdicts.append(f"- {w.name}: {dict((c[0], c[1]) for c in who)[k]} = "
+                                    f"{r:.2f}x ndgrad eager per node, target <= 0.5x {ok}")
+        elif "transformer" in w.name:
+            ok = "met" if first["compiled"] <= 2.0 else "NOT met"
+            verdicts.append(f"- {w.name}: first call (compile) {first['compiled']:.2f} s, "
+                            f"target <= 2 s {ok}")
+    text = "\n\n".join([
+        f"# ndgrad compiled vs eager\n\n1 thread; median of {repeat} interleaved repetitions; "
+        f"NumPy {__import__('numpy').__version__}; steps from benchmarks/steps.py "
+        f"(lr {steps.LR}).", "\n".join(lines), "\n".join(verdicts)])
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return text
+
+
+if __name__ == "__main__":
+    main()

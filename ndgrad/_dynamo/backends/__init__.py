@@ -1,0 +1,1 @@
+"""PyTorch's ``torch._dynamo.backends`` package: ``common`` holds ``aot_autograd``."""
