@@ -127,6 +127,28 @@ def measure(w: R.Workload, who, repeat: int):
     return med, first, skipped
 
 
+def guard_times(number: int = 2000) -> str:
+    """The cost of one cache lookup's guard check: 10 tensor inputs, and a transformer block
+    (its module, submodules and parameters guarded)."""
+    import timeit
+
+    import ndgrad
+    from ndgrad.compiler.guards import GuardSet
+
+    xs = tuple(ndgrad.randn(4, 4) for _ in range(10))
+    block = ndgrad.nn.TransformerEncoderLayer(d_model=128, nhead=4, batch_first=True)
+    x = ndgrad.randn(8, 64, 128)
+    rows = []
+    for name, fn, args, root in (("10 tensor inputs", lambda *a: None, xs, None),
+                                 ("transformer block", block.forward, (x,), block)):
+        g = GuardSet(fn, args, {}, root)
+        assert g.check(args, {})
+        best = min(timeit.repeat(lambda: g.check(args, {}), number=number, repeat=5)) / number
+        rows.append(f"- guard check, {name}: {best * 1e6:.2f} us ({len(g.guards)} guards), target <= 5 us "
+                    f"for <= 10 inputs")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> str:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=None, help="repetitions per contender (15)")
@@ -174,7 +196,7 @@ def main(argv: list[str] | None = None) -> str:
     text = "\n\n".join([
         f"# ndgrad compiled vs eager\n\n1 thread; median of {repeat} interleaved repetitions; "
         f"NumPy {__import__('numpy').__version__}; steps from benchmarks/steps.py "
-        f"(lr {steps.LR}).", "\n".join(lines), "\n".join(verdicts)])
+        f"(lr {steps.LR}).", "\n".join(lines), "\n".join(verdicts), guard_times()])
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -224,8 +224,9 @@ def test_inference_under_no_grad_compiles_one_graph():
 
 
 # --- every op-table sample through a backend ---
-def check_backend_on_sample(backend, rec, sample):
-    """The sample's eager values and gradients, and the backend's on the captured graph."""
+def check_backend_on_sample(backend, rec, sample, compile_fn=None):
+    """The sample's eager values and gradients, and the backend's on the captured graph (or
+    ``compile_fn(fn, args)``'s, e.g. ``ndgrad.compile`` with a backend)."""
     args, kwargs, leaves = _convert(rec, sample, _nd_make)
 
     def fn(*a):
@@ -248,7 +249,7 @@ def check_backend_on_sample(backend, rec, sample):
     except (RuntimeError, TypeError, ValueError, IndexError) as e:
         pytest.skip(f"eager refuses the sample: {e}")
     nd.manual_seed(0)
-    compiled = backend(capture(fn, *args), list(args))
+    compiled = compile_fn(fn, args) if compile_fn is not None else backend(capture(fn, *args), list(args))
     got = run(compiled)
     for i, (a, b) in enumerate(zip(got[0], want[0], strict=True)):
         if isinstance(b, nd.Tensor):
