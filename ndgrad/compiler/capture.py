@@ -497,16 +497,23 @@ def _parameter_names(fn, args, kwargs) -> list:
     return out
 
 
-def capture_and_run(fn, args=(), kwargs=None):
-    """Run ``fn(*args, **kwargs)`` once, recording it; returns ``(GraphModule, result)``, the
-    result being the real one of this run."""
-    kwargs = kwargs or {}
+def capture_for(fn, args, kwargs) -> "Capture":
+    """A capture ready to record ``fn(*args, **kwargs)``: the modules it reaches and its inputs
+    known."""
     cap = Capture()
     if isinstance(fn, Module):
         cap.add_module("", fn)
     else:
         cap.add_modules_reachable_from(fn)
     cap.add_inputs(_parameter_names(fn, args, kwargs))
+    return cap
+
+
+def capture_and_run(fn, args=(), kwargs=None):
+    """Run ``fn(*args, **kwargs)`` once, recording it; returns ``(GraphModule, result)``, the
+    result being the real one of this run."""
+    kwargs = kwargs or {}
+    cap = capture_for(fn, args, kwargs)
     with cap.mode:
         result = _call_user(fn, args, kwargs)
     gm = cap.finish(result)

@@ -23,7 +23,7 @@ from ..nn.modules.module import Module, _any_global
 from . import config
 from .backends import lookup_backend
 from .breaks import _Breaks, breaks_detected, no_breaks, tls
-from .capture import Capture, _call_user, _parameter_names
+from .capture import _call_user, capture_for
 from .exc import BackendCompilerFailed
 from .guards import GuardSet
 from .logs import artifact
@@ -71,12 +71,7 @@ def is_exporting() -> bool:
 def capture_with_breaks(fn, args, kwargs, fullgraph: bool = False, stop_code=None):
     """Run ``fn`` once under capture, detecting graph breaks: ``(gm, result, break reasons)``.
     ``fullgraph`` raises ``Unsupported`` at the first break."""
-    cap = Capture()
-    if isinstance(fn, Module):
-        cap.add_module("", fn)
-    else:
-        cap.add_modules_reachable_from(fn)
-    cap.add_inputs(_parameter_names(fn, args, kwargs))
+    cap = capture_for(fn, args, kwargs)
     state = _Breaks(fullgraph, lambda: len(cap.graph.nodes), stop_code or _call_user.__code__)
     prev_cap = tls.capture
     tls.capture = cap
