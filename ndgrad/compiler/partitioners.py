@@ -34,6 +34,19 @@ def _nondeterministic(n: Node) -> bool:
     return bool(extra and extra.get("nondeterministic"))
 
 
+def _ancestors(roots, stop=()) -> set:
+    """``roots`` and every node they read, transitively, not entering nodes in ``stop``."""
+    seen: set = set()
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if n in seen or n in stop:
+            continue
+        seen.add(n)
+        stack += n.all_input_nodes
+    return seen
+
+
 def _forward_side_effect(n: Node) -> bool:
     """A write the forward must make (the copy back into a written input) or a random draw."""
     return n.op == "call_function" and (
@@ -100,47 +113,27 @@ class _Joint:
                 self.tangent_dep.add(n)
         # The forward: what the outputs need, random draws and writes that do not read tangents,
         # and every getitem of a forward value (a tuple is never saved whole).
-        fw: set = set()
         stack = [a for a in self.fw_outs if isinstance(a, Node)]
         stack += [n for n in self.nodes
                   if _forward_side_effect(n) and n not in self.tangent_dep]
         stack += [n for n in self.nodes if n.op == "get_attr"]
-        while stack:
-            n = stack.pop()
-            if n in fw or n in self.tangent_dep:
-                continue
-            fw.add(n)
-            stack += n.all_input_nodes
+        fw = _ancestors(stack, stop=self.tangent_dep)
         fw.update(self.primals)
         for n in self.nodes:
             if n.target is operator.getitem and n.args[0] in fw and n not in self.tangent_dep:
                 fw.add(n)
         self.fw = fw
         # What the backward needs: ancestors of the gradients.
-        need: set = set()
-        stack = [a for a in self.grads if isinstance(a, Node)]
-        while stack:
-            n = stack.pop()
-            if n in need:
-                continue
-            need.add(n)
-            stack += n.all_input_nodes
-        self.bw_need = need
+        self.bw_need = _ancestors([a for a in self.grads if isinstance(a, Node)])
 
     def build(self, saved: list) -> tuple:
         """The two GraphModules for this saved set (each saved node must be a forward node)."""
         nodes, gm = self.nodes, self.gm
         # Forward: forward nodes, in order, minus the ones only the backward (recomputing)
         # reads: what the outputs, the saved values and the side effects need.
-        keep: set = set()
         stack = [a for a in self.fw_outs if isinstance(a, Node)] + list(saved)
         stack += [n for n in self.fw if _forward_side_effect(n)]
-        while stack:
-            n = stack.pop()
-            if n in keep:
-                continue
-            keep.add(n)
-            stack += n.all_input_nodes
+        keep = _ancestors(stack)
         fg = Graph()
         env: dict = {}
         for n in nodes:
@@ -158,14 +151,8 @@ class _Joint:
             benv[s] = p
         for t in self.tangents:
             benv[t] = bg.node_copy(t)
-        need: set = set()  # what the gradients need, given the saved values
-        stack = [a for a in self.grads if isinstance(a, Node)]
-        while stack:
-            n = stack.pop()
-            if n in need or n in benv:
-                continue
-            need.add(n)
-            stack += n.all_input_nodes
+        # what the gradients need, given the saved values
+        need = _ancestors([a for a in self.grads if isinstance(a, Node)], stop=benv)
         for n in nodes:
             if n in need and n.target is not _SET_GRAD:
                 if n.op == "placeholder":
