@@ -17,7 +17,7 @@ from typing import NamedTuple
 from .._backend import Device
 from .._dtype import dtype as _dtype
 from .._ops.overload import aten
-from .node import Node, short_type
+from .node import Node, short_type, user_to_last_uses
 
 __all__ = ["PythonCode", "python_code"]
 
@@ -138,14 +138,7 @@ def python_code(graph, root_module: str = "self", *, verbose: bool = False,
                 include_stride: bool = False, include_device: bool = False) -> PythonCode:
     nodes = list(graph.nodes)
     g = _Globals({n.name for n in nodes})
-    # The node after which each value is read for the last time (FX's user_to_last_uses).
-    last_use: dict = {}
-    for n in nodes:
-        for arg in n.all_input_nodes:
-            last_use[arg] = n
-    frees: dict = {}
-    for value, user in last_use.items():
-        frees.setdefault(user, []).append(value)
+    frees = user_to_last_uses(nodes)
     params, sig_types, body = [], [], []
     frame = None
     for n in nodes:

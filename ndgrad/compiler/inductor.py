@@ -18,7 +18,7 @@ from .._ops.registry import _KIND, PROMOTE_FLOAT, _scalar_kind
 from .._tensor import Tensor, refresh_view
 from .aot import aot_module_simplified
 from .capture import _set_grad_enabled
-from .node import Node, TensorMeta
+from .node import Node, TensorMeta, user_to_last_uses
 from .partitioners import min_cut_rematerialization_partition
 
 __all__ = ["inductor_backend", "compile_fx_inner", "generate"]
@@ -156,13 +156,7 @@ def generate(gm) -> tuple:
     """The source of ``gm`` as one function of a list of inputs, and its globals."""
     g = _Gen(gm)
     nodes = list(gm.graph.nodes)
-    last: dict = {}
-    for n in nodes:
-        for a in n.all_input_nodes:
-            last[a] = n
-    dying: dict = {}
-    for v, user in last.items():
-        dying.setdefault(user, []).append(v)
+    dying = user_to_last_uses(nodes)
     body = g.lines
     phs = [n for n in nodes if n.op == "placeholder"]
     body.append(f"    {', '.join(f't_{n.name}' for n in phs)}{',' if len(phs) == 1 else ''} = "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .node import Node, map_arg
+from .node import Node, map_arg, user_to_last_uses
 
 __all__ = ["Interpreter"]
 
@@ -29,13 +29,7 @@ class Interpreter:
         self.garbage_collect_values = garbage_collect_values
         self.current_node = None
         if garbage_collect_values:
-            last: dict = {}
-            for n in self.graph.nodes:
-                for arg in n.all_input_nodes:
-                    last[arg] = n
-            self.user_to_last_uses: dict = {}
-            for value, user in last.items():
-                self.user_to_last_uses.setdefault(user, []).append(value)
+            self.user_to_last_uses = user_to_last_uses(self.graph.nodes)
 
     def run(self, *args, initial_env: dict | None = None, enable_io_processing: bool = True):
         """Run the graph on ``args`` (one per placeholder; a missing one takes its default);

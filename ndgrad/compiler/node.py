@@ -105,6 +105,18 @@ def map_aggregate(a, fn):
     return fn(a)
 
 
+def user_to_last_uses(nodes) -> dict:
+    """Node -> the values read for the last time by it (after it runs they can be dropped)."""
+    last: dict = {}
+    for n in nodes:
+        for arg in n.all_input_nodes:
+            last[arg] = n
+    dying: dict = {}
+    for value, user in last.items():
+        dying.setdefault(user, []).append(value)
+    return dying
+
+
 def map_arg(a, fn):
     """Apply ``fn`` to every Node in ``a``, keeping the structure."""
     return map_aggregate(a, lambda x: fn(x) if isinstance(x, Node) else x)
