@@ -1,37 +1,80 @@
-"""The ``inductor`` backend (issue 15, item 6): AOT autograd with the min-cut partitioner, each
-half compiled to one straight-line generated Python function over arrays. A node whose op the
-example shows needs no promotion calls the op's array forward (``rec.fwd``) directly: no
-dispatch, no Tensor or autograd node inside; any other node calls the op through dispatch on
-wrapped arrays. Each array is dropped after its last use. The code is cached by its source
-(the graph's structure) and kept on the compiled function as ``.source``. Part 2 of the compile
-work adds buffer reuse and fused C loops.
+"""The ``inductor`` backend: AOT autograd with the min-cut partitioner, each half compiled to one
+straight-line generated Python function over arrays (issues 15 and 16).
+
+- A node whose op the example shows needs no promotion calls the op's array forward (``rec.fwd``)
+  directly: no dispatch, no Tensor or autograd node inside; any other node calls the op through
+  dispatch on wrapped arrays.
+- Pointwise ops (``pointwise.py``) become NumPy ufunc calls that write into buffers: a dead buffer
+  of the same shape and dtype (taken from a small pool), or the dying operand itself, so chains
+  of elementwise ops run in place on one buffer. Only buffers the generated code made itself and
+  never handed to another op (which might keep a view of them) are reused.
+- With the C tier (``cpp.py``: a C compiler and cffi), runs of adjacent pointwise ops of one
+  shape become one generated C loop each: values used only inside the run stay in registers.
+  All of a graph's loops are one C source, compiled once and cached on disk by its hash.
+- Each array is dropped after its last use. The code is cached by its source (the graph's
+  structure) and kept on the compiled function as ``.source`` (and ``.c_source``);
+  ``ndgrad._logging.set_logs(output_code=True)`` prints both.
+
+Options (``ndgrad.compile(..., options={...})``): ``cpp_fusion`` (default: on where the C tier is
+available), ``max_autotune`` (time the C and NumPy versions of each graph on its example inputs
+and keep the faster), ``triton.cudagraphs`` (CUDA inputs: replay each half as a CUDA graph,
+``cudagraphs.py``).
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import operator
+import time
 
 import numpy as np
 
 from .. import _backend
 from .._ops.registry import _KIND, PROMOTE_FLOAT, _scalar_kind
 from .._tensor import Tensor, refresh_view
+from . import cpp
 from .aot import aot_module_simplified
 from .capture import _set_grad_enabled
+from .logs import artifact
 from .node import Node, TensorMeta, user_to_last_uses
 from .partitioners import min_cut_rematerialization_partition
+from .pointwise import BOOL_OPS, Leaf, c_expr, check_numpy, leaves, lower, numpy_lines
 
-__all__ = ["inductor_backend", "compile_fx_inner", "generate"]
+__all__ = ["inductor_backend", "compile_fx_inner", "generate", "list_options"]
 
+log = logging.getLogger("ndgrad.compiler.inductor")
 _CODE_CACHE: dict = {}  # source -> code object
-counters = {"compiled": 0, "cache_hits": 0, "direct": 0, "dispatched": 0}
+counters = {"compiled": 0, "cache_hits": 0, "direct": 0, "dispatched": 0, "pointwise": 0,
+            "fused_kernels": 0, "fused_ops": 0, "reused_buffers": 0}
+_POOL_PER_KEY = 2  # dead buffers kept per (shape, dtype) for reuse; older ones are dropped
+_C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+            np.dtype(np.bool_): "unsigned char"}
+_DEFAULTS = {"cpp_fusion": None, "max_autotune": False, "triton.cudagraphs": False}
+
+
+def list_options() -> list:
+    """The option names ``inductor`` reads (PyTorch's ``torch._inductor.list_options``)."""
+    return sorted(_DEFAULTS)
+
+
+def _meta(a):
+    v = a.meta.get("val") if isinstance(a, Node) else None
+    return v if isinstance(v, TensorMeta) else None
 
 
 def _np_dtype(a):
-    if isinstance(a, Node):
-        v = a.meta.get("val")
-        return v.dtype.np if isinstance(v, TensorMeta) else None
-    return None
+    v = _meta(a)
+    return v.dtype.np if v is not None else None
+
+
+def _contiguous(m: TensorMeta) -> bool:
+    expect = 1
+    for size, stride in zip(reversed(m.shape), reversed(m.stride())):
+        if size != 1 and stride != expect:
+            return False
+        expect *= size
+    return True
 
 
 def _direct(n: Node) -> bool:
@@ -87,15 +130,151 @@ def _full_args(n: Node):
     return out
 
 
+# --- which nodes are pointwise, and in which tier ---
+class _PW:
+    """A pointwise node's lowering: its tree, and whether NumPy's ufuncs and/or C can run it."""
+
+    __slots__ = ("tree", "meta", "numpy", "c")
+
+    def __init__(self, tree, meta, numpy_ok: bool, c_ok: bool):
+        self.tree, self.meta, self.numpy, self.c = tree, meta, numpy_ok, c_ok
+
+
+def _dummy(m: TensorMeta):
+    """A small array that broadcasts as ``m`` does (dims > 1 become 2)."""
+    return np.zeros(tuple(min(s, 2) for s in m.shape), m.dtype.np)
+
+
+def _pointwise(n: Node, cpu: bool):
+    if n.op != "call_function" or getattr(n.target, "kind", None) != "plain":
+        return None
+    out = _meta(n)
+    if out is None:
+        return None
+    args = _full_args(n)
+    if args is None:
+        return None
+    conv = []
+    for a in args:
+        if isinstance(a, Node):
+            if _meta(a) is None:
+                return None
+            conv.append(Leaf(a))
+        else:
+            conv.append(a)
+    tree = lower(n.target, conv)
+    if tree is None:
+        return None
+    lvs = leaves(tree)
+    try:
+        shape = np.broadcast_shapes(*(lf.value.meta["val"].shape for lf in lvs))
+    except ValueError:
+        return None
+    if tuple(shape) != tuple(out.shape):
+        return None
+    numpy_ok = check_numpy(tree, {lf: _dummy(lf.value.meta["val"]) for lf in lvs}, out.dtype.np)
+    c_ok = (cpu and out.dtype.np in _C_TYPES and _numel(out.shape) > 0
+            and (out.dtype.np != np.bool_ or tree[0] in BOOL_OPS)
+            and all(lf.value.meta["val"].dtype.np in _C_TYPES for lf in lvs))
+    if not (numpy_ok or c_ok):
+        return None
+    return _PW(tree, out, numpy_ok, c_ok)
+
+
+def _n_ops(tree) -> int:
+    return 1 + sum(_n_ops(x) for x in tree[1:] if type(x) is tuple) if type(tree) is tuple else 0
+
+
+def _numel(shape) -> int:
+    k = 1
+    for s in shape:
+        k *= s
+    return k
+
+
+def _source(a: Node) -> Node:
+    """Where a fused loop reads ``a`` from: through an ``expand`` of a contiguous value (the loop
+    broadcasts by indexing, so the expanded view is never materialised)."""
+    if a.op == "call_function" and getattr(a.target, "name", None) == "expand":
+        src = a.args[0]
+        m = _meta(src) if isinstance(src, Node) else None
+        if m is not None and _contiguous(m):
+            return src
+    return a
+
+
+def _splits(shape: tuple, pshape: tuple) -> dict:
+    """Split points ``s`` (rows = shape[:s], cols = shape[s:]) at which an input of ``pshape`` is
+    read by a 2-d loop, and how: ``"full"``, ``"scalar"``, ``"row"`` or ``"col"``."""
+    d = len(shape)
+    if len(pshape) > d:
+        return {}
+    p = (1,) * (d - len(pshape)) + tuple(pshape)
+    if p == tuple(shape):
+        return {s: "full" for s in range(d + 1)}
+    if _numel(p) == 1:
+        return {s: "scalar" for s in range(d + 1)}
+    out = {}
+    for s in range(d + 1):
+        if all(x == 1 for x in p[:s]) and p[s:] == tuple(shape[s:]):
+            out[s] = "col"
+        elif p[:s] == tuple(shape[:s]) and all(x == 1 for x in p[s:]):
+            out[s] = "row"
+    return out
+
+
+class _Group:
+    """Adjacent pointwise nodes of one shape, run by one C loop."""
+
+    __slots__ = ("shape", "members", "splits", "inputs")
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+        self.members: list = []
+        self.splits = set(range(len(shape) + 1))
+        self.inputs: dict = {}  # source node -> {split: access}
+
+    def try_add(self, n: Node, pw: _PW) -> bool:
+        if tuple(pw.meta.shape) != self.shape:
+            return False
+        new = {}
+        splits = set(self.splits)
+        for lf in leaves(pw.tree):
+            a = lf.value
+            if a in self.members:
+                continue
+            src = _source(a)
+            if src not in self.inputs and src not in new:
+                m = _meta(src)
+                acc = _splits(self.shape, m.shape) if m is not None else {}
+                new[src] = acc
+            splits &= set((self.inputs.get(src) or new[src]).keys())
+        if not splits:
+            return False
+        self.members.append(n)
+        self.splits = splits
+        self.inputs.update(new)
+        return True
+
+
+# --- code generation ---
 class _Gen:
-    def __init__(self, gm):
+    def __init__(self, gm, xp, cpp_fusion: bool):
         self.gm = gm
         self.env: dict = {"_nd": np.ndarray, "_adopt": _backend.adopt, "_refresh": refresh_view,
-                          "_wrap": _wrap, "_unwrap": _unwrap_out}
+                          "_wrap": _wrap, "_unwrap": _unwrap_out, "_np": xp,
+                          "_empty": xp.empty, "_cont": xp.ascontiguousarray}
         self.lines: list = []
         self.names: dict = {}  # node -> variable holding its array
         self.orig: dict = {}  # placeholder node -> variable holding its tensor
         self.globals: dict = {}  # id(object) -> global name
+        self.cpp_fusion = cpp_fusion
+        self.c_kernels: list = []  # (name, C source, cdef)
+        self.pool: dict = {}  # (shape, dtype) -> [variable of a dead reusable buffer]
+        self.owned: set = set()  # nodes whose arrays this code allocated
+        self.pinned: set = set()  # owned nodes another op may hold a view of: never reused
+        self.moved: set = set()  # nodes whose buffer a later node took over
+        self.tmp = 0
 
     def glob(self, obj, hint: str) -> str:
         k = id(obj)
@@ -111,6 +290,10 @@ class _Gen:
             self.globals[k] = name
         return name
 
+    def temp(self) -> str:
+        self.tmp += 1
+        return f"_t{self.tmp}"
+
     def arr(self, a) -> str:
         """Source of an argument, arrays for tensors."""
         if isinstance(a, Node):
@@ -125,8 +308,7 @@ class _Gen:
         if isinstance(a, Node):
             if a in self.orig:
                 return self.orig[a]
-            v = a.meta.get("val")
-            return f"_wrap({self.names[a]})" if isinstance(v, TensorMeta) else self.names[a]
+            return f"_wrap({self.names[a]})" if _meta(a) is not None else self.names[a]
         if type(a) in (list, tuple):
             inner = ", ".join(self.ten(x) for x in a)
             return f"[{inner}]" if type(a) is list else f"({inner}{',' if len(a) == 1 else ''})"
@@ -138,6 +320,172 @@ class _Gen:
                                                                        float("-inf"))):
             return repr(a)
         return self.glob(a, type(a).__name__.lower() + "_const")
+
+    # buffers
+    def take_buffer(self, m: TensorMeta) -> str | None:
+        free = self.pool.get((tuple(m.shape), m.dtype.np))
+        if free:
+            counters["reused_buffers"] += 1
+            return free.pop()
+        return None
+
+    def release(self, dead) -> None:
+        """Values read for the last time: reusable buffers go to the pool, the rest are dropped."""
+        drop = []
+        for v in dead:
+            if v in self.orig:
+                drop += [self.names[v], self.orig[v]]
+            elif v in self.owned and v not in self.pinned and v not in self.moved:
+                m = _meta(v)
+                free = self.pool.setdefault((tuple(m.shape), m.dtype.np), [])
+                free.insert(0, self.names[v])
+                if len(free) > _POOL_PER_KEY:
+                    drop.append(free.pop())
+            elif v not in self.moved:
+                drop.append(self.names[v])
+        if drop:
+            self.lines.append(f"    {' = '.join(drop)} = None")
+
+    # one node
+    def pointwise(self, n: Node, pw: _PW, dying: set) -> None:
+        """One pointwise node as NumPy ufunc calls into a reused buffer where there is one."""
+        name = self.names[n]
+        m = pw.meta
+        out = None
+        for lf in leaves(pw.tree):  # the dying operand's own buffer, if it is reusable
+            a = lf.value
+            am = _meta(a)
+            if (a in dying and a in self.owned and a not in self.pinned and a not in self.moved
+                    and tuple(am.shape) == tuple(m.shape) and am.dtype.np == m.dtype.np):
+                out = self.names[a]
+                self.moved.add(a)
+                counters["reused_buffers"] += 1
+                break
+        if out is None:
+            out = self.take_buffer(m)
+        lines, res = numpy_lines(pw.tree, lambda lf: self.names[lf.value], out, self.temp)
+        body = self.lines
+        body += [f"    {ln}" for ln in lines]
+        body.append(f"    {name} = {res}")
+        if not m.shape:  # a ufunc on 0-d arrays returns a NumPy scalar
+            body.append(f"    if type({name}) is not _nd: {name} = _adopt({name})")
+        if out is not None and out != name:  # the buffer now has one name
+            body.append(f"    {out} = None")
+        self.owned.add(n)
+        counters["pointwise"] += 1
+
+    def group(self, g: _Group, pws: dict, users: dict) -> None:
+        """One fused C loop over the group's shape; members read outside it become outputs."""
+        s = min(g.splits)
+        rows, cols = _numel(g.shape[:s]), _numel(g.shape[s:])
+        members = g.members
+        inside = set(members)
+        outs = [n for n in members if any(u not in inside for u in users[n])]
+        params, call, body = [], [], []
+        loc: dict = {}
+        for k, (src, acc) in enumerate(g.inputs.items()):
+            m = _meta(src)
+            ct = _C_TYPES[m.dtype.np]
+            params.append(f"const {ct} *restrict in{k}")
+            v = self.names[src]
+            call.append(f"_fb(_cont({v}))")  # a view's array may be strided: copy it then
+            idx = {"full": "i", "scalar": "0", "row": "r", "col": "c"}[acc[s]]
+            loc[src] = (f"in{k}[{idx}]", m.dtype.np)
+        for j, n in enumerate(members):
+            pw = pws[n]
+            ct = _C_TYPES[pw.meta.dtype.np]
+            if ct == "unsigned char":  # a comparison: computed in its operands' float type
+                fl = [loc[_source(lf.value)][1] if lf.value not in inside
+                      else pws[lf.value].meta.dtype.np for lf in leaves(pw.tree)]
+                work = "double" if np.dtype(np.float64) in fl else "float"
+            else:
+                work = ct
+
+            def leaf(lf, work=work):
+                a = lf.value
+                if a in inside:
+                    src_expr, dt = f"m{members.index(a)}", pws[a].meta.dtype.np
+                else:
+                    src_expr, dt = loc[_source(a)]
+                if dt == np.bool_ or _C_TYPES[dt] == work:
+                    return src_expr
+                return f"(({work}){src_expr})"
+
+            body.append(f"            const {ct} m{j} = {c_expr(pw.tree, work, leaf)};")
+        for k, n in enumerate(outs):
+            pw = pws[n]
+            params.append(f"{_C_TYPES[pw.meta.dtype.np]} *restrict out{k}")
+            body.append(f"            out{k}[i] = m{members.index(n)};")
+        kname = f"k{len(self.c_kernels)}"
+        src = (f"void {kname}({', '.join(params)}) {{\n"
+               f"    for (long r = 0; r < {rows}L; r++) {{\n"
+               f"        #pragma omp simd\n"
+               f"        for (long c = 0; c < {cols}L; c++) {{\n"
+               f"            const long i = r * {cols}L + c;\n" + "\n".join(body) + "\n"
+               "        }\n    }\n}\n")
+        cdef = f"void {kname}({', '.join('void *' for _ in params)});"
+        self.c_kernels.append((kname, src, cdef))
+        lines = self.lines
+        for n in outs:
+            name = self.names[n]
+            buf = self.take_buffer(pws[n].meta)
+            m = pws[n].meta
+            if buf is None:
+                dt = self.glob(m.dtype.np, f"dt_{m.dtype.np.name}")
+                lines.append(f"    {name} = _empty({tuple(m.shape)!r}, {dt})")
+            else:
+                lines.append(f"    {name} = {buf}")
+                if buf != name:
+                    lines.append(f"    {buf} = None")
+            call.append(f"_fb({name})")
+            self.owned.add(n)
+        lines.append(f"    _lib.{kname}({', '.join(call)})")
+        counters["fused_kernels"] += 1
+        counters["fused_ops"] += len(members)
+
+    def extern(self, n: Node) -> None:
+        name = self.names[n]
+        body = self.lines
+        gm = self.gm
+        if n.op == "get_attr":
+            obj = gm
+            for atom in n.target.split("."):
+                obj = getattr(obj, atom)
+            ref = self.glob(obj, n.target)
+            body.append(f"    {name} = {ref}._data" if isinstance(obj, Tensor)
+                        else f"    {name} = {ref}")
+        elif n.op == "call_method" and n.target == "detach":
+            body.append(f"    {name} = {self.arr(n.args[0])}")
+        elif n.op == "call_function" and n.target is operator.getitem:
+            body.append(f"    {name} = {self.arr(n.args[0])}[{self.arr(n.args[1])}]")
+        elif n.op == "call_function" and n.target is _set_grad_enabled:
+            self.names[n] = "None"  # arrays carry no autograd state
+        elif n.op == "call_function" and getattr(n.target, "kind", None) is not None \
+                and _direct(n):
+            rec = n.target
+            f = self.glob(rec.fwd, f"f_{rec.name}")
+            args = ", ".join(self.arr(a) for a in _full_args(n))
+            body.append(f"    {name} = {f}({args})")
+            if rec.kind != "view":
+                if rec.multi_out:
+                    body.append(f"    {name} = tuple(x if type(x) is _nd else _adopt(x) "
+                                f"for x in {name})")
+                else:
+                    body.append(f"    if type({name}) is not _nd: {name} = _adopt({name})")
+            counters["direct"] += 1
+        elif n.op in ("call_function", "call_method"):
+            if n.op == "call_method":
+                fn = f"{self.ten(n.args[0])}.{n.target}"
+                pos = n.args[1:]
+            else:
+                fn = self.glob(n.target,
+                               f"d_{getattr(n.target, 'name', None) or n.target.__name__}")
+                pos = n.args
+            args = [self.ten(a) for a in pos] + [f"{k}={self.ten(v)}" for k, v in n.kwargs.items()]
+            body.append(f"    {name} = _unwrap({fn}({', '.join(args)}))")
+            counters["dispatched"] += 1
+        else:
+            raise NotImplementedError(f"inductor: cannot generate {n.op} {n.target}")
 
 
 def _wrap(a):
@@ -152,77 +500,123 @@ def _unwrap_out(r):
     return r
 
 
-def generate(gm) -> tuple:
-    """The source of ``gm`` as one function of a list of inputs, and its globals."""
-    g = _Gen(gm)
+def _device_of(gm, example_inputs):
+    """(array module, whether everything is on the CPU) for a graph's inputs."""
+    xp, cpu = np, True
+    for x in example_inputs or ():
+        if isinstance(x, Tensor):
+            if x.device.type != "cpu":
+                cpu = False
+                xp = _backend.namespace_of(x._data)
+    for n in gm.graph.nodes:
+        m = _meta(n)
+        if m is not None and getattr(m.device, "type", "cpu") != "cpu":
+            cpu = False
+    return xp, cpu
+
+
+def generate(gm, example_inputs=None, cpp_fusion: bool | None = None) -> tuple:
+    """The source of ``gm`` as one function of a list of inputs, its globals, and the C source of
+    its fused loops ("" when there are none)."""
+    xp, cpu = _device_of(gm, example_inputs)
+    if cpp_fusion is None:
+        cpp_fusion = cpp.available()
+    cpp_fusion = bool(cpp_fusion) and cpu
+    g = _Gen(gm, xp, cpp_fusion)
     nodes = list(gm.graph.nodes)
     dying = user_to_last_uses(nodes)
+    users = {n: list(n.users) for n in nodes}
+    pws = {}
+    for n in nodes:
+        pw = _pointwise(n, cpu)
+        if pw is not None and (pw.numpy or (cpp_fusion and pw.c)):
+            pws[n] = pw
     body = g.lines
     phs = [n for n in nodes if n.op == "placeholder"]
     body.append(f"    {', '.join(f't_{n.name}' for n in phs)}{',' if len(phs) == 1 else ''} = "
                 "args" if phs else "    pass")
     body.append("    args.clear()")
-    for i, n in enumerate(nodes):
-        name = f"v_{n.name}" if n.op != "placeholder" else f"t_{n.name}"
+    for n in nodes:
+        g.names[n] = f"v_{n.name}" if n.op != "placeholder" else f"t_{n.name}"
+    # schedule: one open group; a node reading the group's values closes it first
+    order: list = []  # ("node", n) | ("group", _Group)
+    open_g = None
+
+    def close():
+        nonlocal open_g
+        if open_g is not None:
+            one = open_g.members[0]
+            if len(open_g.members) == 1 and pws[one].numpy and _n_ops(pws[one].tree) == 1:
+                order.append(("node", one))  # one ufunc: NumPy's own loop is as good
+            else:
+                order.append(("group", open_g))
+            open_g = None
+
+    for n in nodes:
         if n.op == "placeholder":
-            if isinstance(n.meta.get("val"), TensorMeta):
-                g.orig[n] = name
-                body.append(f"    if {name}._view is not None: _refresh({name})")
-                body.append(f"    a_{n.name} = {name}._data")
-                g.names[n] = f"a_{n.name}"
-            else:
-                g.names[n] = name
             continue
-        if n.op == "output":
-            pre, expr = _output(g, n.args[0])
-            body += pre
-            body.append(f"    return {expr}")
-            break
-        g.names[n] = name
-        if n.op == "get_attr":
-            obj = gm
-            for atom in n.target.split("."):
-                obj = getattr(obj, atom)
-            ref = g.glob(obj, n.target)
-            body.append(f"    {name} = {ref}._data" if isinstance(obj, Tensor)
-                        else f"    {name} = {ref}")
-        elif n.op == "call_method" and n.target == "detach":
-            body.append(f"    {name} = {g.arr(n.args[0])}")
-        elif n.op == "call_function" and n.target is operator.getitem:
-            body.append(f"    {name} = {g.arr(n.args[0])}[{g.arr(n.args[1])}]")
-        elif n.op == "call_function" and n.target is _set_grad_enabled:
-            g.names[n] = "None"  # arrays carry no autograd state
-        elif n.op == "call_function" and getattr(n.target, "kind", None) is not None \
-                and _direct(n):
-            rec = n.target
-            f = g.glob(rec.fwd, f"f_{rec.name}")
-            args = ", ".join(g.arr(a) for a in _full_args(n))
-            body.append(f"    {name} = {f}({args})")
-            if rec.kind != "view":
-                if rec.multi_out:
-                    body.append(f"    {name} = tuple(x if type(x) is _nd else _adopt(x) "
-                                f"for x in {name})")
-                else:
-                    body.append(f"    if type({name}) is not _nd: {name} = _adopt({name})")
-            counters["direct"] += 1
-        elif n.op in ("call_function", "call_method"):
-            if n.op == "call_method":
-                fn = f"{g.ten(n.args[0])}.{n.target}"
-                pos = n.args[1:]
-            else:
-                fn = g.glob(n.target, f"d_{getattr(n.target, 'name', None) or n.target.__name__}")
-                pos = n.args
-            args = [g.ten(a) for a in pos] + [f"{k}={g.ten(v)}" for k, v in n.kwargs.items()]
-            body.append(f"    {name} = _unwrap({fn}({', '.join(args)}))")
-            counters["dispatched"] += 1
+        pw = pws.get(n)
+        if cpp_fusion and pw is not None and pw.c:
+            if open_g is not None and open_g.try_add(n, pw):
+                continue
+            close()
+            open_g = _Group(pw.meta.shape)
+            if not open_g.try_add(n, pw):  # no 2-d loop reads its inputs
+                open_g = None
+                if not pw.numpy:
+                    del pws[n]  # the op's own forward
+                order.append(("node", n))
+            continue
+        if open_g is not None and (n.op == "output" or
+                                   any(a in open_g.members for a in n.all_input_nodes)):
+            close()
+        order.append(("node", n))
+    close()
+    for n in nodes:  # an owned value read by any other op may be viewed by it: never reused
+        if n not in pws:
+            g.pinned.update(n.all_input_nodes)
+    # last uses per scheduled item (a group reads through expands to their sources)
+    last_item: dict = {}
+    for i, (kind, x) in enumerate(order):
+        for m in (x.members if kind == "group" else [x]):
+            for a in m.all_input_nodes:
+                last_item[a] = i
+                if kind == "group":
+                    last_item[_source(a)] = i
+    dead_at: dict = {}
+    for v, i in last_item.items():
+        dead_at.setdefault(i, []).append(v)
+    for n in phs:
+        if _meta(n) is not None:
+            g.orig[n] = g.names[n]
+            body.append(f"    if {g.names[n]}._view is not None: _refresh({g.names[n]})")
+            body.append(f"    a_{n.name} = {g.names[n]}._data")
+            g.names[n] = f"a_{n.name}"
+    for i, (kind, x) in enumerate(order):
+        dead = dead_at.get(i, ())
+        if kind == "group":
+            g.group(x, pws, users)
+            inside = set(x.members)
+            # members used only inside never existed as arrays
+            dead = [v for v in dead if v not in inside]
         else:
-            raise NotImplementedError(f"inductor: cannot generate {n.op} {n.target}")
-        dead = [x for v in dying.get(n, ())
-                for x in ((g.names[v], g.orig[v]) if v in g.orig else (g.names[v],))]
-        if dead:
-            body.append(f"    {' = '.join(dead)} = None")
+            n = x
+            if n.op == "output":
+                pre, expr = _output(g, n.args[0])
+                body += pre
+                body.append(f"    return {expr}")
+                break
+            if n in pws:
+                g.pointwise(n, pws[n], set(dead))
+            else:
+                g.extern(n)
+        g.release([v for v in dead if v.op != "output"])
     src = "def compiled(args):\n" + "\n".join(body) + "\n"
-    return src, g.env
+    c_src = ""
+    if g.c_kernels:
+        c_src = cpp.prelude() + "\n" + "\n".join(k[1] for k in g.c_kernels)
+        g.env["_cdef"] = "\n".join(k[2] for k in g.c_kernels)
+    return src, g.env, c_src
 
 
 def _output(g: _Gen, out) -> tuple:
@@ -235,7 +629,7 @@ def _output(g: _Gen, out) -> tuple:
         if isinstance(a, Node):
             if a in g.orig:
                 return g.orig[a]
-            if not isinstance(a.meta.get("val"), TensorMeta):
+            if _meta(a) is None:
                 return g.names[a]
             if a not in seen:
                 seen[a] = f"o_{a.name}"
@@ -250,9 +644,11 @@ def _output(g: _Gen, out) -> tuple:
     return pre, expr
 
 
-def compile_fx_inner(gm, example_inputs):
-    """Compile one graph (a forward or backward half) to a boxed straight-line function."""
-    src, env = generate(gm)
+def _build(gm, example_inputs, cpp_fusion):
+    src, env, c_src = generate(gm, example_inputs, cpp_fusion)
+    if c_src:
+        ffi, lib = cpp.load(c_src, env["_cdef"])
+        env["_lib"], env["_fb"] = lib, ffi.from_buffer
     code = _CODE_CACHE.get(src)
     if code is None:
         code = _CODE_CACHE[src] = compile(src, f"<inductor {gm.__class__.__name__}>", "exec")
@@ -263,13 +659,71 @@ def compile_fx_inner(gm, example_inputs):
     fn = env["compiled"]
     fn._boxed_call = True
     fn.source = src
+    fn.c_source = c_src
     fn.graph_module = gm
     return fn
 
 
-def inductor_backend(gm, example_inputs):
-    """The ``inductor`` backend: ``(gm, example_inputs) -> callable(*placeholder_values)``."""
-    return aot_module_simplified(gm, example_inputs, fw_compiler=compile_fx_inner,
-                                 bw_compiler=compile_fx_inner,
-                                 partition_fn=min_cut_rematerialization_partition)
+def _time(fn, example_inputs, reps: int = 3) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(list(example_inputs))
+        best = min(best, time.perf_counter() - t0)
+    return best
 
+
+def _pure(gm) -> bool:
+    """No node writes or draws random numbers: safe to run again while autotuning."""
+    for n in gm.graph.nodes:
+        rec = n.target
+        if n.op == "call_function" and hasattr(rec, "kind"):
+            if rec.kind == "inplace" or rec.extra.get("nondeterministic") or \
+                    getattr(getattr(rec, "_schema", None), "is_mutable", False):
+                return False
+    return True
+
+
+def compile_fx_inner(gm, example_inputs, options: dict | None = None):
+    """Compile one graph (a forward or backward half) to a boxed straight-line function."""
+    opts = dict(_DEFAULTS, **(options or {}))
+    want_c = opts["cpp_fusion"]
+    if want_c is None:
+        want_c = cpp.available()
+    fn = _build(gm, example_inputs, want_c)
+    if opts["max_autotune"] and want_c and fn.c_source and example_inputs is not None \
+            and _pure(gm) and all(isinstance(x, Tensor) or not hasattr(x, "shape")
+                                  for x in example_inputs):
+        alt = _build(gm, example_inputs, False)
+        if _time(alt, example_inputs) < _time(fn, example_inputs):
+            log.info("max_autotune: NumPy code beats fused C for %s", gm.__class__.__name__)
+            fn = alt
+    out_log = artifact("output_code")
+    if out_log.isEnabledFor(logging.DEBUG):
+        out_log.debug("Output code:\n%s%s", fn.source,
+                      f"\n/* fused C */\n{fn.c_source}" if fn.c_source else "")
+    if opts["triton.cudagraphs"]:
+        fn = _cudagraphs(fn, gm, example_inputs)
+    return fn
+
+
+def _cudagraphs(fn, gm, example_inputs):
+    from . import cudagraphs
+
+    why = cudagraphs.skip_reason(gm, example_inputs)
+    if why is not None:
+        cudagraphs.log.info("skipping cudagraphs due to %s", why)
+        return fn
+    return cudagraphs.cudagraphify(fn, example_inputs)
+
+
+def inductor_backend(gm, example_inputs, options: dict | None = None):
+    """The ``inductor`` backend: ``(gm, example_inputs) -> callable(*placeholder_values)``."""
+    if options:
+        unknown = set(options) - set(_DEFAULTS)
+        if unknown:
+            raise RuntimeError(f"Unexpected optimization option {sorted(unknown)[0]}, known "
+                               f"options are {list_options()}")
+    inner = functools.partial(compile_fx_inner, options=options) if options else compile_fx_inner
+    return aot_module_simplified(gm, example_inputs, fw_compiler=inner, bw_compiler=inner,
+                                 partition_fn=min_cut_rematerialization_partition)

@@ -94,7 +94,13 @@ def test_model_trains_under_compile_to_eager_losses(name, backend):
     assert eager[-1] < eager[0]
     s = counters["stats"]
     assert s["graph_breaks"] == 0 and s["captures"] == 1 and s["cache_hits"] == 19, dict(s)
-    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
-        np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-6)
+    for (k, p), q in zip(model.named_parameters(), twin.parameters(), strict=True):
+        a, b = q.detach().numpy(), p.detach().numpy()
+        if k == "block.self_attn.in_proj_bias":
+            # The key bias's gradient is 0 in exact arithmetic (softmax ignores a constant per
+            # query), so its rounding noise, normalised by AdamW, walks it at random: a last-bit
+            # difference (the C tier's exp) sends it elsewhere. The query/value parts must match.
+            a, b = np.r_[a[:16], a[32:]], np.r_[b[:16], b[32:]]
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=k)
     for (k, b), (_, c) in zip(model.named_buffers(), twin.named_buffers(), strict=True):
         np.testing.assert_allclose(c.numpy(), b.numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
