@@ -6,10 +6,12 @@ compile's ``options={"cpp_fusion": False}`` turns it off; without them ``inducto
 NumPy code and says so once in the log. The cache lives under ``$NDGRAD_CACHE_DIR`` (default
 ``$XDG_CACHE_HOME/ndgrad`` or ``~/.cache/ndgrad``), in ``inductor/``.
 
-Floating point: ``-O3 -fno-math-errno -fno-trapping-math`` and FMA contraction; no
-``-ffast-math`` (it would drop NaN and infinity semantics). Contraction and the vector math
-library's exp/tanh/erf (glibc's libmvec, used where the compiler finds it) change last bits, within
-a few ulp of NumPy's results.
+Floating point: ``-O2 -fno-math-errno -fno-trapping-math``, loops vectorised by ``omp simd``; no
+``-ffast-math`` (it would drop NaN and infinity semantics) and no FMA contraction (a fused
+multiply-add rounds once where eager rounds twice, which cancellation, as in batch norm's
+backward, turns into visible differences). What still changes last bits: the vector math
+library's exp, tanh, erf, ... (glibc's libmvec, declared where it links; up to ~4 ulp from NumPy's
+results) and the order of the operations inside composite ops (gelu, sigmoid).
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ import sys
 import tempfile
 import threading
 
-__all__ = ["available", "cache_dir", "load", "FLAGS"]
+__all__ = ["available", "cache_dir", "start", "load", "prelude", "FLAGS"]
 
 log = logging.getLogger("ndgrad.compiler.inductor")
 
-FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math",
+FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math",
          "-ffp-contract=off", "-fopenmp-simd"]
 _LIBS = ["-lm"]
 _lock = threading.Lock()
@@ -112,46 +114,75 @@ def prelude() -> str:
     return "\n".join(lines) + "\n"
 
 
-def load(source: str, cdef: str):
-    """The library built from ``source`` (declared to cffi by ``cdef``): from memory, from the
-    disk cache, or compiled now. Raises ``RuntimeError`` with the compiler's message on failure."""
+class Build:
+    """A library being built: the compiler runs in the background from ``start`` until the first
+    ``get`` (so a graph's forward and backward compile at once on two cores)."""
+
+    __slots__ = ("key", "so", "cdef", "proc", "tmp", "result")
+
+    def __init__(self, key, so, cdef, proc=None, tmp=()):
+        self.key, self.so, self.cdef, self.proc, self.tmp = key, so, cdef, proc, tmp
+        self.result = None
+
+    def get(self):
+        """``(ffi, lib)``; raises ``RuntimeError`` with the compiler's message on failure."""
+        if self.result is not None:
+            return self.result
+        with _lock:
+            hit = _loaded.get(self.key)
+            if hit is None:
+                if self.proc is not None:
+                    _, err = self.proc.communicate()
+                    tmp_c, tmp_so = self.tmp
+                    try:
+                        if self.proc.returncode != 0:
+                            raise RuntimeError(f"inductor: C compile failed:\n{err[-4000:]}")
+                        os.replace(tmp_so, self.so)  # atomic: other processes see all or nothing
+                    finally:
+                        self.proc = None
+                        for p in (tmp_c, tmp_so):
+                            if os.path.exists(p):
+                                os.unlink(p)
+                    counters["compiled"] += 1
+                else:
+                    counters["disk_hits"] += 1
+                ffi = _state["ffi_mod"].FFI()
+                ffi.cdef(self.cdef)
+                hit = _loaded[self.key] = (ffi, ffi.dlopen(self.so))
+            self.result = hit
+            return hit
+
+
+def start(source: str, cdef: str) -> Build:
+    """Begin building ``source`` (declared to cffi by ``cdef``): nothing to do when it is loaded
+    or in the disk cache, else the compiler starts in the background."""
     if _find() is not None:
         raise RuntimeError(f"C tier unavailable: {_state['why']}")
     cc = _state["cc"]
     key = hashlib.sha256("\0".join([source, cc, *FLAGS]).encode()).hexdigest()[:32]
-    hit = _loaded.get(key)
-    if hit is not None:
-        return hit
+    d = cache_dir()
+    so = os.path.join(d, f"k{key}.so")
+    if key in _loaded or os.path.exists(so):
+        return Build(key, so, cdef)
     with _lock:
-        hit = _loaded.get(key)
-        if hit is not None:
-            return hit
-        d = cache_dir()
-        so = os.path.join(d, f"k{key}.so")
-        if not os.path.exists(so):
-            os.makedirs(d, exist_ok=True)
-            fd, tmp_c = tempfile.mkstemp(suffix=".c", dir=d)
-            with os.fdopen(fd, "w") as f:
-                f.write(source)
-            tmp_so = tmp_c[:-2] + ".so"
-            try:
-                r = subprocess.run([cc, *FLAGS, tmp_c, "-o", tmp_so, *_vector_math(cc), *_LIBS],
-                                   capture_output=True, text=True)
-                if r.returncode != 0:
-                    raise RuntimeError(f"inductor: C compile failed:\n{r.stderr[-4000:]}")
-                os.replace(tmp_so, so)  # atomic: a concurrent process sees all or nothing
-            finally:
-                for p in (tmp_c, tmp_so):
-                    if os.path.exists(p):
-                        os.unlink(p)
-            counters["compiled"] += 1
-        else:
-            counters["disk_hits"] += 1
-        ffi = _state["ffi_mod"].FFI()
-        ffi.cdef(cdef)
-        lib = ffi.dlopen(so)
-        _loaded[key] = (ffi, lib)
-        return ffi, lib
+        pending = _pending.get(key)
+        if pending is not None and pending.proc is not None:
+            return pending
+        os.makedirs(d, exist_ok=True)
+        fd, tmp_c = tempfile.mkstemp(suffix=".c", dir=d)
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        tmp_so = tmp_c[:-2] + ".so"
+        proc = subprocess.Popen([cc, *FLAGS, tmp_c, "-o", tmp_so, *_vector_math(cc), *_LIBS],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        b = _pending[key] = Build(key, so, cdef, proc, (tmp_c, tmp_so))
+        return b
 
 
+def load(source: str, cdef: str):
+    """``(ffi, lib)`` for ``source``, built now if it has to be."""
+    return start(source, cdef).get()
+
+
+_pending: dict = {}  # source hash -> Build still compiling
 counters = {"compiled": 0, "disk_hits": 0}

@@ -140,9 +140,16 @@ class _PW:
         self.tree, self.meta, self.numpy, self.c = tree, meta, numpy_ok, c_ok
 
 
+def _dummy_shape(m: TensorMeta) -> tuple:
+    return tuple(min(s, 2) for s in m.shape)
+
+
 def _dummy(m: TensorMeta):
     """A small array that broadcasts as ``m`` does (dims > 1 become 2)."""
-    return np.zeros(tuple(min(s, 2) for s in m.shape), m.dtype.np)
+    return np.zeros(_dummy_shape(m), m.dtype.np)
+
+
+_NUMPY_OK: dict = {}  # (op, dtypes, broadcast pattern, scalars) -> NumPy's ufuncs get it right
 
 
 def _pointwise(n: Node, cpu: bool):
@@ -172,7 +179,13 @@ def _pointwise(n: Node, cpu: bool):
         return None
     if tuple(shape) != tuple(out.shape):
         return None
-    numpy_ok = check_numpy(tree, {lf: _dummy(lf.value.meta["val"]) for lf in lvs}, out.dtype.np)
+    sig = (n.target.name, out.dtype.np, *(
+        (a.value.meta["val"].dtype.np, _dummy_shape(a.value.meta["val"])) if isinstance(a, Leaf)
+        else (type(a), repr(a)) for a in conv))
+    numpy_ok = _NUMPY_OK.get(sig)
+    if numpy_ok is None:
+        numpy_ok = _NUMPY_OK[sig] = check_numpy(
+            tree, {lf: _dummy(lf.value.meta["val"]) for lf in lvs}, out.dtype.np)
     c_ok = (cpu and out.dtype.np in _C_TYPES and _numel(out.shape) > 0
             and (out.dtype.np != np.bool_ or tree[0] in BOOL_OPS)
             and all(lf.value.meta["val"].dtype.np in _C_TYPES for lf in lvs))
@@ -647,8 +660,7 @@ def _output(g: _Gen, out) -> tuple:
 def _build(gm, example_inputs, cpp_fusion):
     src, env, c_src = generate(gm, example_inputs, cpp_fusion)
     if c_src:
-        ffi, lib = cpp.load(c_src, env["_cdef"])
-        env["_lib"], env["_fb"] = lib, ffi.from_buffer
+        env["_lib"] = _LazyLib(cpp.start(c_src, env["_cdef"]), env)
     code = _CODE_CACHE.get(src)
     if code is None:
         code = _CODE_CACHE[src] = compile(src, f"<inductor {gm.__class__.__name__}>", "exec")
@@ -662,6 +674,26 @@ def _build(gm, example_inputs, cpp_fusion):
     fn.c_source = c_src
     fn.graph_module = gm
     return fn
+
+
+class _LazyLib:
+    """The generated code's ``_lib`` until the compiler is done: the first kernel call waits for
+    the build, then puts the loaded library (and cffi's ``from_buffer``) in the code's globals."""
+
+    def __init__(self, build, env):
+        self._build, self._env = build, env
+        env["_fb"] = self._from_buffer
+
+    def _load(self):
+        ffi, lib = self._build.get()
+        self._env["_lib"], self._env["_fb"] = lib, ffi.from_buffer
+        return ffi, lib
+
+    def _from_buffer(self, a):
+        return self._load()[0].from_buffer(a)
+
+    def __getattr__(self, name):
+        return getattr(self._load()[1], name)
 
 
 def _time(fn, example_inputs, reps: int = 3) -> float:

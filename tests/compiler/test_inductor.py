@@ -6,6 +6,8 @@ the three demo models train 20 steps to eager's losses."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from test_aot import CASES, check_backend_on_sample
@@ -13,15 +15,22 @@ from test_aot import CASES, check_backend_on_sample
 import ndgrad as nd
 import ndgrad.nn.functional as F
 from ndgrad import nn
-from ndgrad.compiler import capture
+from ndgrad.compiler import capture, cpp
 from ndgrad.compiler import inductor as ind
 from ndgrad.compiler.aot import aot_function
 from ndgrad.compiler.inductor import compile_fx_inner, inductor_backend
 
 
+TIERS = [pytest.param(True, id="c", marks=pytest.mark.skipif(
+    not cpp.available(), reason="no C compiler or cffi: the C tier is off")),
+    pytest.param(False, id="numpy")]
+
+
+@pytest.mark.parametrize("cpp_fusion", TIERS)
 @pytest.mark.parametrize("rec,sample", CASES)
-def test_op_through_inductor(rec, sample):
-    check_backend_on_sample(inductor_backend, rec, sample)
+def test_op_through_inductor(rec, sample, cpp_fusion):
+    check_backend_on_sample(
+        functools.partial(inductor_backend, options={"cpp_fusion": cpp_fusion}), rec, sample)
 
 
 def _fn(x, w):
@@ -121,7 +130,7 @@ def _transformer():
     return model, (x, y, mask), step, lambda p: nd.optim.AdamW(p, lr=0.01)
 
 
-def _train(make, compiled: bool):
+def _train(make, compiled: bool, cpp_fusion=None):
     nd.manual_seed(0)
     model, data, step, make_opt = make()
     opt = make_opt(model.parameters())
@@ -130,7 +139,8 @@ def _train(make, compiled: bool):
         return step(model, *d)
 
     if compiled:
-        run = inductor_backend(capture(loss_fn, *data), list(data))
+        run = inductor_backend(capture(loss_fn, *data), list(data),
+                               options={"cpp_fusion": cpp_fusion})
     losses = []
     for i in range(20):
         nd.manual_seed(100 + i)
@@ -142,10 +152,11 @@ def _train(make, compiled: bool):
     return losses, run if compiled else None
 
 
+@pytest.mark.parametrize("cpp_fusion", TIERS)
 @pytest.mark.parametrize("make", [_mlp, _cnn, _transformer], ids=["mlp", "cnn", "transformer"])
-def test_models_train_to_eager_losses(make):
+def test_models_train_to_eager_losses(make, cpp_fusion):
     want, _ = _train(make, False)
-    got, run = _train(make, True)
+    got, run = _train(make, True, cpp_fusion)
     np.testing.assert_allclose(got, want, rtol=1e-5)
     (entry,) = run._aot.cache.values()
     assert entry.fn_cls is not None and entry.bw is not None
