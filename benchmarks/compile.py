@@ -18,6 +18,7 @@ if __name__ == "__main__":
 import argparse  # noqa: E402
 import gc  # noqa: E402
 import statistics  # noqa: E402
+import tempfile  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -33,9 +34,17 @@ from ndgrad.compiler.inductor import compile_fx_inner  # noqa: E402
 from ndgrad.compiler.partitioners import min_cut_rematerialization_partition  # noqa: E402
 
 
-def _inductor(fn):
-    """ndgrad's ``inductor``: AOT autograd, min-cut, straight-line array code per half."""
-    return aot_function(fn, compile_fx_inner, partition_fn=min_cut_rematerialization_partition)
+def _inductor(fn, cpp_fusion=None):
+    """ndgrad's ``inductor``: AOT autograd, min-cut, straight-line array code per half (with
+    fused C loops where the C tier is on)."""
+    def comp(gm, example_inputs):
+        return compile_fx_inner(gm, example_inputs, options={"cpp_fusion": cpp_fusion})
+    return aot_function(fn, comp, partition_fn=min_cut_rematerialization_partition)
+
+
+def _inductor_numpy(fn):
+    """``inductor`` with the C tier off: NumPy ufuncs into reused buffers."""
+    return _inductor(fn, cpp_fusion=False)
 
 
 class CompiledFrameworkCase(R.FrameworkCase):
@@ -78,8 +87,12 @@ def _ndgrad_compile(fn):
 
 def contenders(use_torch: bool, torch_compile: bool) -> list[tuple[str, str, object, object]]:
     """(key, label, lib, compile_fn) per contender."""
-    out = [("ndgrad", "ndgrad eager", ndgrad, None),
-           ("compiled", "ndgrad inductor", ndgrad, _inductor)]
+    from ndgrad.compiler import cpp
+
+    out = [("ndgrad", "ndgrad eager", ndgrad, None)]
+    if cpp.available():
+        out.append(("compiled", "ndgrad inductor (C)", ndgrad, _inductor))
+    out.append(("compiled_numpy", "ndgrad inductor (NumPy)", ndgrad, _inductor_numpy))
     if hasattr(ndgrad, "compile"):
         out.append(("ndgrad_compile", "ndgrad.compile", ndgrad, _ndgrad_compile))
     if use_torch:
@@ -96,6 +109,21 @@ def contenders(use_torch: bool, torch_compile: bool) -> list[tuple[str, str, obj
     return out
 
 
+def _first_call(case) -> float:
+    """Seconds of a compiled case's first call (capture, compile, run), with nothing compiled
+    kept in memory from before."""
+    from ndgrad.compiler import cpp
+
+    _inductor_code.clear()
+    cpp._loaded.clear()
+    t0 = time.perf_counter()
+    R.run_once(case)
+    t = time.perf_counter() - t0
+    if hasattr(case, "restore"):
+        case.restore()
+    return t
+
+
 def measure(w: R.Workload, who, repeat: int):
     """Median fwd+bwd seconds per contender (None: n/a) and first-call seconds of compiled ones."""
     cases, first, skipped = {}, {}, {}
@@ -103,12 +131,12 @@ def measure(w: R.Workload, who, repeat: int):
         try:
             case = _case(w, key, lib, compile_fn)
             if compile_fn is not None:
-                _inductor_code.clear()  # each contender compiles from scratch
-                t0 = time.perf_counter()
-                R.run_once(case)  # the first call: capture, compile, run
-                first[key] = time.perf_counter() - t0
-                if hasattr(case, "restore"):
-                    case.restore()
+                with tempfile.TemporaryDirectory() as cache:
+                    os.environ["NDGRAD_CACHE_DIR"] = cache  # a cold C cache
+                    first[key] = _first_call(case)
+                    if key == "compiled":  # again in a fresh "process": the disk cache is warm
+                        first["compiled_warm"] = _first_call(_case(w, key, lib, compile_fn))
+                    os.environ.pop("NDGRAD_CACHE_DIR")
             cases[key] = case
         except Exception as e:  # noqa: BLE001 - torch.compile may be unavailable on this CPU
             skipped[key] = f"{type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
@@ -125,6 +153,37 @@ def measure(w: R.Workload, who, repeat: int):
             times[key].append(f + b)
     med = {k: statistics.median(ts) for k, ts in times.items()}
     return med, first, skipped
+
+
+def _verdicts(w, med, first) -> list:
+    """Issue 16's targets for this workload."""
+    out = []
+
+    def say(what, r, target, unit="x"):
+        out.append(f"- {w.name}: {what} = {r:.2f}{unit}, target <= {target}{unit} "
+                   f"{'met' if r <= target else 'NOT met'}")
+
+    floor = med.get("floor")
+    if not w.step:
+        if "compiled" in med and "torch_compile" in med:
+            say("inductor (C) / torch.compile", med["compiled"] / med["torch_compile"], 1.0)
+        if floor:
+            say("inductor (NumPy) / NumPy floor", med["compiled_numpy"] / floor, 1.0)
+    else:
+        best = med.get("compiled", med["compiled_numpy"])
+        if "MLP" in w.name and floor:
+            say("inductor / NumPy floor", best / floor, 0.95)
+        if "transformer" in w.name:
+            if floor:
+                say("inductor / NumPy floor", best / floor, 0.8)
+            if "torch_compile" in med:
+                say("inductor / torch.compile", best / med["torch_compile"], 1.0)
+        if "CNN" in w.name and "torch" in med:
+            say("inductor / PyTorch eager", best / med["torch"], 1.0)
+    if not w.step or "transformer" in w.name:
+        k = "compiled" if "compiled" in first else "compiled_numpy"
+        say(f"first call ({k}, capture + compile)", first[k], 3.0, " s")
+    return out
 
 
 def guard_times(number: int = 2000) -> str:
@@ -176,23 +235,17 @@ def main(argv: list[str] | None = None) -> str:
         med, first, skipped = measure(w, who, repeat)
         scale_t, unit = (1e3, "step ms") if w.step else (1e6 / w.ops, "fwd+bwd us/node")
         cells = [f"{med[k] * scale_t:.2f}" if k in med else "n/a" for k, *_ in who]
-        ratio = med["compiled"] / med["ndgrad"]
+        best = "compiled" if "compiled" in med else "compiled_numpy"
+        ratio = med[best] / med["ndgrad"]
         lines.append(f"| {w.name} | {unit} | " + " | ".join(cells) + f" | {ratio:.2f}x |")
         cells = [f"{first[k]:.2f}" if k in first else "" for k, *_ in who]
         lines.append("| | first call s (compile) | " + " | ".join(cells) + " | |")
+        if "compiled_warm" in first:
+            cells = [f"{first['compiled_warm']:.2f}" if k == "compiled" else "" for k, *_ in who]
+            lines.append("| | first call s, warm C cache | " + " | ".join(cells) + " | |")
         for k, why in skipped.items():
             verdicts.append(f"- {w.name}: {k} n/a ({why})")
-        if not w.step:
-            for k in ("compiled", "ndgrad_compile"):
-                if k in med:
-                    r = med[k] / med["ndgrad"]
-                    ok = "met" if r <= 0.5 else "NOT met"
-                    verdicts.append(f"- {w.name}: {dict((c[0], c[1]) for c in who)[k]} = "
-                                    f"{r:.2f}x ndgrad eager per node, target <= 0.5x {ok}")
-        elif "transformer" in w.name:
-            ok = "met" if first["compiled"] <= 2.0 else "NOT met"
-            verdicts.append(f"- {w.name}: first call (compile) {first['compiled']:.2f} s, "
-                            f"target <= 2 s {ok}")
+        verdicts += _verdicts(w, med, first)
     text = "\n\n".join([
         f"# ndgrad compiled vs eager\n\n1 thread; median of {repeat} interleaved repetitions; "
         f"NumPy {__import__('numpy').__version__}; steps from benchmarks/steps.py "

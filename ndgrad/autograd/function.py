@@ -102,6 +102,7 @@ class BackwardCFunction(Node, FunctionCtx):
                 f"got {len(res)})"
             )
         out = []
+        fresh = self._forward_cls._fresh_grads
         for i, (is_t, r) in enumerate(zip(is_tensor, res)):
             if not is_t:
                 if r is not None:
@@ -112,7 +113,7 @@ class BackwardCFunction(Node, FunctionCtx):
                 continue
             if r is not None and not isinstance(r, Tensor):
                 raise RuntimeError(f"expected Variable or None (got {type(r).__name__})")
-            if r is not None and not r._rg:
+            if r is not None and not r._rg and not fresh:
                 r = shared_view(r)  # user code may return memory it keeps: .grad must copy it
             out.append(r)
         from .engine import _validate_outputs  # one layer up from the tensor, beside this module
@@ -133,6 +134,10 @@ class FunctionMeta(type):
 class Function(FunctionCtx, metaclass=FunctionMeta):
     """Subclass with static ``forward``/``backward`` (and optionally ``setup_context``); call
     ``apply``."""
+
+    # Internal: backward's results are memory nobody else holds (the compile stack's generated
+    # backward), so .grad may keep them instead of copying, as PyTorch steals a lone gradient.
+    _fresh_grads = False
 
     def __init__(self, *args, **kwargs):
         warnings.warn(

@@ -15,6 +15,7 @@ from .._tensor import Tensor
 from ..autograd.engine import run_backward
 from ..autograd.function import Function
 from ..autograd.grad_mode import state as _grad_state
+from ..autograd.node import _root, shared_view
 from ..autograd.saved import _hooks
 from ..nn.modules.module import Module
 from .capture import Capture, paused
@@ -126,6 +127,8 @@ def _make_function(entry: _Entry):
     nondiff = tuple(i for i in range(n_out) if i not in set(diff_out))
 
     class CompiledFunction(Function):
+        _fresh_grads = True  # backward marks what aliases its inputs or itself (_own)
+
         @staticmethod
         def forward(ctx, *args):
             res = tuple(_call(entry.fw, list(args)))
@@ -146,9 +149,16 @@ def _make_function(entry: _Entry):
             tangents = [grads[i].contiguous() for i in diff_out]  # captured contiguous
             if entry.bw is None:
                 entry.bw = entry.bw_compiler(entry.bw_gm, [*saved, *tangents])
-            res = _call(entry.bw, [*saved, *tangents])
+            args = [*saved, *tangents]
+            held = {id(_root(t._data)) for t in args if isinstance(t, Tensor)}
+            res = _call(entry.bw, args)
             out = [None] * len(ctx.needs_input_grad)
             for k, r in zip(diff_in, res, strict=True):
+                if isinstance(r, Tensor) and not r._rg:
+                    root = id(_root(r._data))
+                    if root in held:  # an input's memory, or a result given twice
+                        r = shared_view(r)
+                    held.add(root)
                 out[k] = r
             return tuple(out)
 

@@ -179,6 +179,14 @@ def start(source: str, cdef: str) -> Build:
         return b
 
 
+def null():
+    """cffi's NULL pointer (an absent optional array)."""
+    if "null" not in _state:
+        _find()
+        _state["null"] = _state["ffi_mod"].FFI().NULL
+    return _state["null"]
+
+
 def load(source: str, cdef: str):
     """``(ffi, lib)`` for ``source``, built now if it has to be."""
     return start(source, cdef).get()

@@ -39,6 +39,7 @@ from .capture import _set_grad_enabled
 from .logs import artifact
 from .node import Node, TensorMeta, user_to_last_uses
 from .partitioners import min_cut_rematerialization_partition
+from . import rowkernels
 from .pointwise import BOOL_OPS, Leaf, c_expr, check_numpy, leaves, lower, numpy_lines
 
 __all__ = ["inductor_backend", "compile_fx_inner", "generate", "list_options"]
@@ -46,7 +47,7 @@ __all__ = ["inductor_backend", "compile_fx_inner", "generate", "list_options"]
 log = logging.getLogger("ndgrad.compiler.inductor")
 _CODE_CACHE: dict = {}  # source -> code object
 counters = {"compiled": 0, "cache_hits": 0, "direct": 0, "dispatched": 0, "pointwise": 0,
-            "fused_kernels": 0, "fused_ops": 0, "reused_buffers": 0}
+            "fused_kernels": 0, "fused_ops": 0, "reused_buffers": 0, "row_kernels": 0}
 _POOL_PER_KEY = 2  # dead buffers kept per (shape, dtype) for reuse; older ones are dropped
 _C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
             np.dtype(np.bool_): "unsigned char"}
@@ -456,6 +457,40 @@ class _Gen:
         counters["fused_kernels"] += 1
         counters["fused_ops"] += len(members)
 
+    def row_kernel(self, n: Node) -> bool:
+        """A softmax / layer norm (or backward) as a generated C row loop, where it is one."""
+        rec = n.target
+        if getattr(rec, "kind", None) != "plain" or rec.name not in rowkernels.OPS:
+            return False
+        args = _full_args(n)
+        if args is None:
+            return False
+        kname = f"k{len(self.c_kernels)}"
+        made = rowkernels.kernel(rec.name, args, [_meta(a) for a in args], _meta(n), kname)
+        if made is None:
+            return False
+        src, ins, outs = made
+        self.c_kernels.append((kname, src, f"void {kname}({', '.join(['void *'] * (len(ins) + len(outs)))});"))
+        call = [f"_fb(_cont({self.names[args[i]]}))" if isinstance(args[i], Node)
+                else self.glob(cpp.null(), "NULL") for i in ins]
+        names = []
+        for shape, dt in outs:
+            o = self.temp()
+            self.lines.append(f"    {o} = _empty({shape!r}, {self.glob(dt, f'dt_{dt.name}')})")
+            call.append(f"_fb({o})")
+            names.append(o)
+        self.lines.append(f"    _lib.{kname}({', '.join(call)})")
+        name = self.names[n]
+        if rec.multi_out:
+            self.lines.append(f"    {name} = ({', '.join(names[:3])},)")
+            self.lines.append(f"    {' = '.join(names)} = None")
+        else:
+            self.lines.append(f"    {name} = {names[0]}")
+            self.lines.append(f"    {names[0]} = None")
+            self.owned.add(n)
+        counters["row_kernels"] += 1
+        return True
+
     def extern(self, n: Node) -> None:
         name = self.names[n]
         body = self.lines
@@ -473,6 +508,8 @@ class _Gen:
             body.append(f"    {name} = {self.arr(n.args[0])}[{self.arr(n.args[1])}]")
         elif n.op == "call_function" and n.target is _set_grad_enabled:
             self.names[n] = "None"  # arrays carry no autograd state
+        elif self.cpp_fusion and n.op == "call_function" and self.row_kernel(n):
+            pass
         elif n.op == "call_function" and getattr(n.target, "kind", None) is not None \
                 and _direct(n):
             rec = n.target
@@ -542,7 +579,7 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None) -> tuple:
     pws = {}
     for n in nodes:
         pw = _pointwise(n, cpu)
-        if pw is not None and (pw.numpy or (cpp_fusion and pw.c)):
+        if pw is not None and ((pw.numpy and _n_ops(pw.tree) <= 3) or (cpp_fusion and pw.c)):
             pws[n] = pw
     body = g.lines
     phs = [n for n in nodes if n.op == "placeholder"]
