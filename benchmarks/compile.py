@@ -31,7 +31,7 @@ import ndgrad  # noqa: E402
 from ndgrad.compiler.aot import aot_function  # noqa: E402
 from ndgrad.compiler.inductor import _CODE_CACHE as _inductor_code  # noqa: E402
 from ndgrad.compiler.inductor import compile_fx_inner  # noqa: E402
-from ndgrad.compiler.partitioners import min_cut_rematerialization_partition  # noqa: E402
+from ndgrad.compiler.inductor import partition_fn  # noqa: E402
 
 
 def _inductor(fn, cpp_fusion=None):
@@ -39,7 +39,7 @@ def _inductor(fn, cpp_fusion=None):
     fused C loops where the C tier is on)."""
     def comp(gm, example_inputs):
         return compile_fx_inner(gm, example_inputs, options={"cpp_fusion": cpp_fusion})
-    return aot_function(fn, comp, partition_fn=min_cut_rematerialization_partition)
+    return aot_function(fn, comp, partition_fn=partition_fn({"cpp_fusion": cpp_fusion}))
 
 
 def _inductor_numpy(fn):

@@ -1,7 +1,8 @@
 """The backend registry (PyTorch's ``torch._dynamo.register_backend`` and friends) and the
 built-in backends. A backend is ``fn(gm: GraphModule, example_inputs: list) -> callable``; the
 callable takes the graph's placeholder values positionally and returns what ``gm`` returns.
-``aot_eager`` and ``inductor`` live in ``aot.py`` / ``inductor.py``, imported on first use."""
+``aot_eager``, ``inductor`` and ``cudagraphs`` live in ``aot.py`` / ``inductor.py`` /
+``cudagraphs.py``, imported on first use."""
 
 from __future__ import annotations
 
@@ -67,8 +68,20 @@ def aot_eager(gm, example_inputs):
 
 
 @register_backend
-def inductor(gm, example_inputs):
-    """ndgrad's code generator (``inductor.py``)."""
+def inductor(gm, example_inputs, options=None):
+    """ndgrad's code generator (``inductor.py``); ``options`` are ``ndgrad.compile``'s, or its
+    ``mode``'s (``dynamo.list_mode_options``), passed only when there are some."""
     from .inductor import inductor_backend
 
+    if options:
+        return inductor_backend(gm, example_inputs, options=options)
     return inductor_backend(gm, example_inputs)
+
+
+@register_backend
+def cudagraphs(gm, example_inputs):
+    """AOT autograd with each half replayed as a CUDA graph (``cudagraphs.py``); graphs on the
+    CPU, on several devices or with random or data-dependent ops log why and run uncompiled."""
+    from .cudagraphs import cudagraphs_backend
+
+    return cudagraphs_backend(gm, example_inputs)

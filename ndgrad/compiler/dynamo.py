@@ -386,6 +386,64 @@ def _resolve_backend(backend):
     return fn, backend if isinstance(backend, str) else getattr(fn, "__name__", "custom")
 
 
+# What each ``mode`` of ``compile`` sets in the inductor backend's options (PyTorch's
+# ``torch._inductor.list_mode_options``).
+_MODE_OPTIONS = {
+    "default": {},
+    "reduce-overhead": {"triton.cudagraphs": True},
+    "max-autotune-no-cudagraphs": {"max_autotune": True},
+    "max-autotune": {"max_autotune": True, "triton.cudagraphs": True},
+}
+
+
+def list_mode_options(mode: str | None = None, dynamic=None) -> dict:
+    """The options ``mode`` sets (all modes' when None), as PyTorch's
+    ``torch._inductor.list_mode_options``.
+
+    >>> list_mode_options("reduce-overhead")
+    {'triton.cudagraphs': True}
+    """
+    if not mode:
+        return {k: dict(v) for k, v in _MODE_OPTIONS.items()}
+    try:
+        return dict(_MODE_OPTIONS[mode])
+    except KeyError:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: "
+                           f"{', '.join(_MODE_OPTIONS)}") from None
+
+
+def _backend_for(backend, mode, options):
+    """``(compiler_fn, name)`` for ``compile``'s arguments. The inductor backend gets ``mode``'s
+    options updated by ``options`` (an unknown mode raises here, at ``compile``); another backend
+    gets ``mode`` and ``options`` as keywords when they are set (PyTorch's
+    ``_TorchCompileWrapper``)."""
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be "
+                           "specified at the same time.")
+    from . import backends
+
+    is_inductor = backend == "inductor" or backend is backends.inductor
+    if is_inductor:
+        opts = {**(list_mode_options(mode) if mode else {}), **(options or {})}
+    fn, name = _resolve_backend(backend)
+    if is_inductor:
+        if not opts or fn is not backends.inductor:  # no options, or inductor fell back to eager
+            return fn, name
+
+        def inductor_with_options(gm, example_inputs):
+            return fn(gm, example_inputs, options=opts)
+
+        return inductor_with_options, name
+    kwargs = {}
+    if mode and mode != "default":
+        kwargs["mode"] = mode
+    if options:
+        kwargs["options"] = options
+    if not kwargs:
+        return fn, name
+    return functools.partial(fn, **kwargs), name
+
+
 class OptimizedModule(Module):
     """What ``ndgrad.compile(module)`` returns: calls go through the compiled function; the
     original module is ``_orig_mod`` (its ``state_dict`` keys carry that prefix, as PyTorch's
@@ -416,7 +474,9 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="induc
     """Optimize ``model`` (a function or an ``nn.Module``) with ``backend``: calls capture a
     graph per guard set and run the backend's code for it (PyTorch's ``torch.compile``). As a
     decorator with or without arguments. ``dynamic=True`` is accepted, but ndgrad recompiles
-    per shape.
+    per shape. ``mode`` (``"default"``, ``"reduce-overhead"``: CUDA graphs, ``"max-autotune"``,
+    ``"max-autotune-no-cudagraphs"``) or ``options`` set the inductor backend's options
+    (``list_mode_options``); another backend receives them as keywords.
 
     >>> import ndgrad
     >>> @ndgrad.compile(backend="eager")
@@ -432,10 +492,7 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="induc
         raise RuntimeError("model must be callable")
     if disable:
         return model
-    if mode is not None and options is not None:
-        raise RuntimeError("Either mode or options can be specified, but both can't be "
-                           "specified at the same time.")
-    be, name = _resolve_backend(backend)
+    be, name = _backend_for(backend, mode, options)
     cf = CompiledFunction(model, be, name, fullgraph, dynamic, mode, options)
     if isinstance(model, Module):
         return OptimizedModule(model, cf)
@@ -461,9 +518,10 @@ def compile_module_in_place(mod: Module, *args, **kwargs) -> None:
     around it, outside the graph)."""
     fwd = type(mod).forward.__get__(mod)
     kwargs.pop("model", None)
-    be, name = _resolve_backend(kwargs.pop("backend", "inductor"))
     if kwargs.pop("disable", False):
         return
+    be, name = _backend_for(kwargs.pop("backend", "inductor"), kwargs.get("mode"),
+                            kwargs.get("options"))
     cf = CompiledFunction(fwd, be, name, root=mod, **kwargs)
 
     @functools.wraps(fwd)

@@ -38,9 +38,10 @@ from .aot import aot_module_simplified
 from .capture import _set_grad_enabled
 from .logs import artifact
 from .node import Node, TensorMeta, user_to_last_uses
-from .partitioners import min_cut_rematerialization_partition
+from .partitioners import default_partition, min_cut_rematerialization_partition
 from . import rowkernels
-from .pointwise import BOOL_OPS, Leaf, c_expr, check_numpy, leaves, lower, numpy_lines
+from .pointwise import (BOOL_OPS, UFUNCS, Leaf, c_expr, check_numpy, leaves, lower,
+                        numpy_lines)
 
 __all__ = ["inductor_backend", "compile_fx_inner", "generate", "list_options"]
 
@@ -277,7 +278,8 @@ class _Gen:
         self.gm = gm
         self.env: dict = {"_nd": np.ndarray, "_adopt": _backend.adopt, "_refresh": refresh_view,
                           "_wrap": _wrap, "_unwrap": _unwrap_out, "_np": xp,
-                          "_empty": xp.empty, "_cont": xp.ascontiguousarray}
+                          "_empty": xp.empty, "_cont": xp.ascontiguousarray,
+                          **{f"_u_{u}": getattr(xp, u) for u in UFUNCS}}
         self.lines: list = []
         self.names: dict = {}  # node -> variable holding its array
         self.orig: dict = {}  # placeholder node -> variable holding its tensor
@@ -377,14 +379,30 @@ class _Gen:
                 break
         if out is None:
             out = self.take_buffer(m)
-        lines, res = numpy_lines(pw.tree, lambda lf: self.names[lf.value], out, self.temp)
+        # an input's layout is the caller's (its recorded strides may not be): ask for C order
+        strided = any(lf.value.op == "placeholder" or not _contiguous(_meta(lf.value))
+                      for lf in leaves(pw.tree))
+        temps = []
+
+        def temp():
+            temps.append(self.temp())
+            return temps[-1]
+
+        lines, res = numpy_lines(pw.tree, lambda lf: self.names[lf.value], out, temp,
+                                 order_c=strided)
+        if lines[-1].startswith(f"{res} = "):  # the root's call assigns the node's own name
+            lines[-1] = name + lines[-1][len(res):]
+        else:
+            lines.append(f"{name} = {res}")
         body = self.lines
         body += [f"    {ln}" for ln in lines]
-        body.append(f"    {name} = {res}")
         if not m.shape:  # a ufunc on 0-d arrays returns a NumPy scalar
             body.append(f"    if type({name}) is not _nd: {name} = _adopt({name})")
+        drop = [t for t in temps if any(ln.startswith(f"{t} = ") for ln in lines)]
         if out is not None and out != name:  # the buffer now has one name
-            body.append(f"    {out} = None")
+            drop.append(out)
+        if drop:
+            body.append(f"    {' = '.join(drop)} = None")
         self.owned.add(n)
         counters["pointwise"] += 1
 
@@ -795,4 +813,14 @@ def inductor_backend(gm, example_inputs, options: dict | None = None):
                                f"options are {list_options()}")
     inner = functools.partial(compile_fx_inner, options=options) if options else compile_fx_inner
     return aot_module_simplified(gm, example_inputs, fw_compiler=inner, bw_compiler=inner,
-                                 partition_fn=min_cut_rematerialization_partition)
+                                 partition_fn=partition_fn(options))
+
+
+def partition_fn(options: dict | None = None):
+    """How the joint graph is split: with fused C loops, recomputing pointwise ops in the
+    backward is nearly free (they join loops that run anyway), so save the least memory
+    (min-cut); without them each recomputed op is one more pass over memory, so save what the
+    backward reads (as eager autograd does)."""
+    c = (options or {}).get("cpp_fusion")
+    return min_cut_rematerialization_partition if (cpp.available() if c is None else c) \
+        else default_partition

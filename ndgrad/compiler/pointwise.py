@@ -222,22 +222,31 @@ _NP = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
        "ne": "not_equal", "pow": "power", "pos": "positive", "relu": "maximum"}
 
 
-def numpy_lines(tree, leaf, out: str | None, temp) -> tuple:
-    """Statements computing ``tree`` with NumPy ufuncs (``_np``), and the expression of the
-    result. ``leaf(Leaf)`` is a leaf's source; ``out`` is a buffer the root may write into (or
-    None); ``temp()`` names a fresh temporary. Each op after the first writes in place into the
-    temporary its first operand made, where that temporary is this tree's own."""
+def numpy_lines(tree, leaf, out: str | None, temp, order_c: bool = False) -> tuple:
+    """Statements computing ``tree`` with the array module's ufuncs (``_u_<name>``, ``_np``),
+    and the expression of the result. ``leaf(Leaf)`` is a leaf's source; ``out`` is a buffer the
+    root may write into (or None); ``temp()`` names a fresh temporary; ``order_c``: some operand
+    is strided, so allocating calls ask for C order (a ufunc copies its inputs' layout). Each op
+    after the first writes in place into a temporary of this tree's own that it reads. Outputs
+    are passed positionally: cheaper than ``out=`` on small arrays."""
     lines: list = []
     own: set = set()  # temporaries made by this tree (free to overwrite)
+    alloc = ", order='C'" if order_c else ""
+
+    def call(ufunc, srcs, dst):
+        if dst:
+            return f"_u_{ufunc}({', '.join(srcs)}, {dst})"
+        if alloc:
+            return f"_u_{ufunc}({', '.join(srcs)}{alloc})"
+        return f"_u_{ufunc}({', '.join(srcs)})"
 
     def emit(op, srcs, dst):
         if op == "sigmoid":  # 1 / (1 + exp(-x)), in place on one buffer
             d = dst or temp()
-            o = f", out={d}" if dst else ", order='C'"
-            lines.append(f"{d} = _np.negative({srcs[0]}{o})")
-            lines.append(f"_np.exp({d}, out={d})")
-            lines.append(f"_np.add({d}, 1, out={d})")
-            lines.append(f"_np.true_divide(1, {d}, out={d})")
+            lines.append(f"{d} = {call('negative', srcs, dst)}")
+            lines.append(f"_u_exp({d}, {d})")
+            lines.append(f"_u_add({d}, 1, {d})")
+            lines.append(f"_u_true_divide(1, {d}, {d})")
             own.add(d)
             return d
         if op == "relu":
@@ -251,8 +260,7 @@ def numpy_lines(tree, leaf, out: str | None, temp) -> tuple:
             own.add(d)
             return d
         d = dst or temp()
-        o = f", out={dst}" if dst else ", order='C'"  # K order would copy an input's strides
-        lines.append(f"{d} = _np.{_NP[op]}({', '.join(srcs)}{o})")
+        lines.append(f"{d} = {call(_NP[op], srcs, dst)}")
         own.add(d)
         return d
 
@@ -263,21 +271,23 @@ def numpy_lines(tree, leaf, out: str | None, temp) -> tuple:
             return repr(t) if t == t and abs(t) != float("inf") else f"float({str(t)!r})"
         op, *xs = t
         srcs = [go(x, None) for x in xs]
-        if dst is None and srcs and srcs[0] in own and op != "where":
-            dst = srcs[0]  # in place on this tree's own temporary
-        elif dst is None and len(srcs) > 1 and srcs[1] in own and op in ("add", "mul") \
-                and op != "where":
-            dst = srcs[1]
+        if dst is None and op != "where":
+            mine = [x for x in srcs if x in own]
+            if mine:  # in place on this tree's own temporary (check_numpy proves the shapes)
+                dst = mine[0]
         return emit(op, srcs, dst)
 
     res = go(tree, out)
     return lines, res
 
 
+UFUNCS = sorted(set(_NP.values()) | {"negative", "exp", "add", "true_divide"})
+
+
 def check_numpy(tree, leaf_vals: dict, want_dtype) -> bool:
     """Whether NumPy's ufuncs give ``want_dtype`` for ``tree`` on leaves of these dtypes (NumPy's
     promotion differs from PyTorch's for mixed integer/float tensors)."""
-    env = {"_np": np}
+    env = {"_np": np, **{f"_u_{u}": getattr(np, u) for u in UFUNCS}}
     names = {}
     for i, (lf, arr) in enumerate(leaf_vals.items()):
         names[lf] = f"x{i}"

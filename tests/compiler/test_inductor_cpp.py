@@ -131,7 +131,7 @@ def test_numpy_tier_reuses_buffers_and_runs_in_place():
     before = ind.counters["reused_buffers"]
     got, want, entry = _run(fn, (x,), cpp_fusion=False)
     _close(got, want, 1e-6)
-    assert "out=" in entry.fw.source and not entry.fw.c_source
+    assert not entry.fw.c_source
     assert ind.counters["reused_buffers"] > before
 
 
@@ -178,7 +178,7 @@ def test_environment_variable_turns_the_c_tier_off(monkeypatch, caplog):
     x = nd.randn(9, requires_grad=True)
     got, want, entry = _run(lambda x: (x * 3).tanh() * 2, (x,))
     _close(got, want, 1e-6)
-    assert not entry.fw.c_source and "_np.tanh(" in entry.fw.source
+    assert not entry.fw.c_source and "_u_tanh(" in entry.fw.source
 
 
 def test_options_turn_the_c_tier_off_and_unknown_options_raise():
