@@ -40,8 +40,8 @@ from .logs import artifact
 from .node import Node, TensorMeta, user_to_last_uses
 from .partitioners import default_partition, min_cut_rematerialization_partition
 from . import rowkernels
-from .pointwise import (BOOL_OPS, UFUNCS, Leaf, c_expr, check_numpy, leaves, lower,
-                        numpy_lines)
+from .pointwise import (BOOL_OPS, UFUNCS, Leaf, c_expr, check_numpy, const_dtype, leaves,
+                        lower, numpy_lines)
 
 __all__ = ["inductor_backend", "compile_fx_inner", "generate", "list_options"]
 
@@ -291,6 +291,8 @@ class _Gen:
         self.pinned: set = set()  # owned nodes another op may hold a view of: never reused
         self.moved: set = set()  # nodes whose buffer a later node took over
         self.tmp = 0
+        self.xp = xp
+        self.consts: dict = {}  # (value, dtype) -> global of a 0-d array
 
     def glob(self, obj, hint: str) -> str:
         k = id(obj)
@@ -336,6 +338,14 @@ class _Gen:
                                                                        float("-inf"))):
             return repr(a)
         return self.glob(a, type(a).__name__.lower() + "_const")
+
+    def const_array(self, v, dt) -> str:
+        """A constant as a 0-d array of ``dt``, one global per value."""
+        key = (float(v), dt)
+        name = self.consts.get(key)
+        if name is None:
+            name = self.consts[key] = self.glob(self.xp.asarray(v, dt), "c")
+        return name
 
     # buffers
     def take_buffer(self, m: TensorMeta) -> str | None:
@@ -388,8 +398,10 @@ class _Gen:
             temps.append(self.temp())
             return temps[-1]
 
+        cdt = const_dtype(pw.tree, lambda lf: _np_dtype(lf.value), m.dtype.np)
+        const = None if cdt is None else (lambda v: self.const_array(v, cdt))
         lines, res = numpy_lines(pw.tree, lambda lf: self.names[lf.value], out, temp,
-                                 order_c=strided)
+                                 order_c=strided, const=const)
         if lines[-1].startswith(f"{res} = "):  # the root's call assigns the node's own name
             lines[-1] = name + lines[-1][len(res):]
         else:
@@ -640,6 +652,11 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None) -> tuple:
             close()
         order.append(("node", n))
     close()
+    # an expand read only by fused loops (which index its source) is never made
+    grouped = {m for kind, x in order if kind == "group" for m in x.members}
+    order = [(kind, x) for kind, x in order
+             if not (kind == "node" and _source(x) is not x and x.users
+                     and all(u in grouped for u in x.users))]
     for n in nodes:  # an owned value read by any other op may be viewed by it: never reused
         if n not in pws:
             g.pinned.update(n.all_input_nodes)

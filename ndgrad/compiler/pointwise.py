@@ -222,11 +222,23 @@ _NP = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
        "ne": "not_equal", "pow": "power", "pos": "positive", "relu": "maximum"}
 
 
-def numpy_lines(tree, leaf, out: str | None, temp, order_c: bool = False) -> tuple:
+def const_dtype(tree, leaf_dtype, out_dtype):
+    """The dtype in which ``tree``'s constants may be passed as 0-d arrays (a Python float costs
+    a conversion on every call): the float dtype of all its leaves and its result, else None."""
+    if out_dtype.kind != "f":
+        return None
+    for lf in leaves(tree):
+        if leaf_dtype(lf) != out_dtype:
+            return None
+    return out_dtype
+
+
+def numpy_lines(tree, leaf, out: str | None, temp, order_c: bool = False, const=None) -> tuple:
     """Statements computing ``tree`` with the array module's ufuncs (``_u_<name>``, ``_np``),
     and the expression of the result. ``leaf(Leaf)`` is a leaf's source; ``out`` is a buffer the
     root may write into (or None); ``temp()`` names a fresh temporary; ``order_c``: some operand
-    is strided, so allocating calls ask for C order (a ufunc copies its inputs' layout). Each op
+    is strided, so allocating calls ask for C order (a ufunc copies its inputs' layout);
+    ``const(number)``, if given, is a constant's source. Each op
     after the first writes in place into a temporary of this tree's own that it reads. Outputs
     are passed positionally: cheaper than ``out=`` on small arrays."""
     lines: list = []
@@ -268,6 +280,8 @@ def numpy_lines(tree, leaf, out: str | None, temp, order_c: bool = False) -> tup
         if isinstance(t, Leaf):
             return leaf(t)
         if type(t) is not tuple:
+            if const is not None and type(t) is not bool:
+                return const(t)
             return repr(t) if t == t and abs(t) != float("inf") else f"float({str(t)!r})"
         op, *xs = t
         srcs = [go(x, None) for x in xs]
@@ -298,8 +312,10 @@ def check_numpy(tree, leaf_vals: dict, want_dtype) -> bool:
         k[0] += 1
         return f"t{k[0]}"
 
+    cdt = const_dtype(tree, lambda lf: leaf_vals[lf].dtype, np.dtype(want_dtype))
+    const = None if cdt is None else (lambda v: f"_np.asarray({v!r}, _np.{cdt.name})")
     try:
-        lines, res = numpy_lines(tree, lambda lf: names[lf], None, temp)  # KeyError: no ufunc
+        lines, res = numpy_lines(tree, lambda lf: names[lf], None, temp, const=const)
         with np.errstate(all="ignore"):
             exec("\n".join(lines + [f"_r = {res}"]), env)  # noqa: S102 - our own source
     except Exception:  # noqa: BLE001 - no NumPy form for these dtypes: not lowered
