@@ -63,15 +63,25 @@ def _internal(module: str | None) -> bool:
 
 
 def _stack_trace():
-    frames = []
+    key = []
     f = sys._getframe(1)
     while f is not None and f.f_code is not _ENTRY:
         if not _internal(f.f_globals.get("__name__")):
-            code = f.f_code
-            frames.append(traceback.FrameSummary(code.co_filename, f.f_lineno, code.co_name))
+            key.append((f.f_code, f.f_lineno))
         f = f.f_back
-    frames.reverse()
-    return "".join(traceback.format_list(frames)) if frames else None
+    if not key:
+        return None
+    key = tuple(key)
+    text = _traces.get(key)
+    if text is None:  # formatting reads source lines: once per distinct stack (a loop repeats)
+        if len(_traces) > 4096:
+            _traces.clear()
+        text = _traces[key] = "".join(traceback.format_list(
+            [traceback.FrameSummary(c.co_filename, line, c.co_name) for c, line in reversed(key)]))
+    return text
+
+
+_traces: dict = {}  # (code, line) per frame -> formatted stack trace
 
 
 class _Lazy:

@@ -241,11 +241,12 @@ def _splits(shape: tuple, pshape: tuple) -> dict:
 class _Group:
     """Adjacent pointwise nodes of one shape, run by one C loop."""
 
-    __slots__ = ("shape", "members", "splits", "inputs")
+    __slots__ = ("shape", "members", "index", "splits", "inputs")
 
     def __init__(self, shape):
         self.shape = tuple(shape)
         self.members: list = []
+        self.index: dict = {}  # member -> position
         self.splits = set(range(len(shape) + 1))
         self.inputs: dict = {}  # source node -> {split: access}
 
@@ -256,7 +257,7 @@ class _Group:
         splits = set(self.splits)
         for lf in leaves(pw.tree):
             a = lf.value
-            if a in self.members:
+            if a in self.index:
                 continue
             src = _source(a)
             if src not in self.inputs and src not in new:
@@ -266,6 +267,7 @@ class _Group:
             splits &= set((self.inputs.get(src) or new[src]).keys())
         if not splits:
             return False
+        self.index[n] = len(self.members)
         self.members.append(n)
         self.splits = splits
         self.inputs.update(new)
@@ -448,7 +450,7 @@ class _Gen:
             def leaf(lf, work=work):
                 a = lf.value
                 if a in inside:
-                    src_expr, dt = f"m{members.index(a)}", pws[a].meta.dtype.np
+                    src_expr, dt = f"m{g.index[a]}", pws[a].meta.dtype.np
                 else:
                     src_expr, dt = loc[_source(a)]
                 if dt == np.bool_ or _C_TYPES[dt] == work:
@@ -459,7 +461,7 @@ class _Gen:
         for k, n in enumerate(outs):
             pw = pws[n]
             params.append(f"{_C_TYPES[pw.meta.dtype.np]} *restrict out{k}")
-            body.append(f"            out{k}[i] = m{members.index(n)};")
+            body.append(f"            out{k}[i] = m{g.index[n]};")
         kname = f"k{len(self.c_kernels)}"
         src = (f"void {kname}({', '.join(params)}) {{\n"
                f"    for (long r = 0; r < {rows}L; r++) {{\n"
@@ -648,7 +650,7 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None) -> tuple:
                 order.append(("node", n))
             continue
         if open_g is not None and (n.op == "output" or
-                                   any(a in open_g.members for a in n.all_input_nodes)):
+                                   any(a in open_g.index for a in n.all_input_nodes)):
             close()
         order.append(("node", n))
     close()
