@@ -3,9 +3,13 @@
 Workloads (issue 6): the chain of 2000 tiny ops (forward + backward, per-node time) and the MLP
 training step (784-1024-1024-10, ReLU, cross-entropy, SGD) at batch 128 and 4096. Repetitions
 are interleaved round-robin; each is timed from a device synchronize to a device synchronize;
-medians are reported with ratios to PyTorch and to the floor. A last table times ndgrad's chain
-backward on one stream through the engine's plain loop and through its stream-aware loop, to
-show what the stream machinery would cost if it ran where it is not needed.
+medians are reported with ratios to PyTorch and to the floor. A second table (issue 16) times
+the batch-128 MLP step under CUDA graphs: ndgrad's ``cudagraphs`` backend (forward and backward
+graphs, eager loss and SGD) and the whole step captured with ``cudagraphify``, against PyTorch's
+``torch.compile(mode="reduce-overhead")`` and PyTorch's whole step in one ``torch.cuda.CUDAGraph``
+(each ndgrad row says whether it replays or fell back, and why). A last table times ndgrad's
+chain backward on one stream through the engine's plain loop and through its stream-aware loop,
+to show what the stream machinery would cost if it ran where it is not needed.
 
 Without CuPy and a GPU it prints one line saying so and exits 0.
 Usage: python benchmarks/gpu.py [--repeat N]
@@ -94,20 +98,102 @@ def mlp_data(batch):
     return params, x, y
 
 
-def mlp_framework(lib, data, device):
+def _mlp_parts(lib, data, device):
     params, x, y = data
     model, loss_fn = steps.mlp_model(lib)
     steps._load(lib, model, params)
     model.to(device)
     opt = lib.optim.SGD(model.parameters(), lr=steps.LR)
     batch = (lib.tensor(x, device=device), lib.tensor(y, device=device))
+    return model, loss_fn, opt, batch
+
+
+def mlp_framework(lib, data, device, compiled=None):
+    model, loss_fn, opt, batch = _mlp_parts(lib, data, device)
+    run = compiled(model) if compiled is not None else model
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss_fn(model, batch).backward()
+        loss_fn(run, batch).backward()
         opt.step()
 
     return step
+
+
+# --- the MLP step under CUDA graphs ---
+def ndgrad_whole_step_graph(data):
+    """The whole step (zero_grad, forward, loss, backward, SGD) as one graph via cudagraphify;
+    returns the step and its runner (whose ``state`` says whether it replays)."""
+    from ndgrad.compiler.cudagraphs import cudagraphify
+
+    model, loss_fn, opt, batch = _mlp_parts(ndgrad, data, "cuda")
+
+    def whole(args):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model, batch)
+        loss.backward()
+        opt.step()
+        return loss
+
+    whole._boxed_call = True
+    runner = cudagraphify(whole, [], mutated_inputs=(), static_input_idxs=())
+    return (lambda: runner([])), runner
+
+
+def torch_whole_step_graph(torch, data):
+    """PyTorch's recipe for capturing a whole training step: warm up on a side stream, grads
+    set to None so the capture allocates them in the graph's pool, replay."""
+    model, loss_fn, opt, batch = _mlp_parts(torch, data, "cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            loss_fn(model, batch).backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        loss_fn(model, batch).backward()
+        opt.step()
+    return graph.replay
+
+
+def graph_rows(torch, repeat: int) -> list:
+    data = mlp_data(128)
+    compiled = {}
+
+    def with_backend(m):
+        compiled["m"] = ndgrad.compile(m, backend="cudagraphs")
+        return compiled["m"]
+
+    fns = {"ndgrad eager": mlp_framework(ndgrad, data, "cuda"),
+           "ndgrad backend=cudagraphs": mlp_framework(ndgrad, data, "cuda", with_backend)}
+    fns["ndgrad whole step, cudagraphify"], runner = ndgrad_whole_step_graph(data)
+    if torch is not None:
+        fns["PyTorch eager"] = mlp_framework(torch, data, "cuda")
+        fns['PyTorch mode="reduce-overhead"'] = mlp_framework(
+            torch, data, "cuda", lambda m: torch.compile(m, mode="reduce-overhead"))
+        fns["PyTorch whole step, CUDAGraph"] = torch_whole_step_graph(torch, data)
+    t = interleaved(fns, repeat)
+    ref = t.get("PyTorch whole step, CUDAGraph")
+    rows = ["| MLP step, batch 128 | time | vs PyTorch whole-step graph |", "|---|---|---|"]
+    for k, v in t.items():
+        rows.append(f"| {k} | {v * 1e3:.3f} ms | {f'{v / ref:.2f}x' if ref else 'n/a'} |")
+    halves = [r for e in compiled["m"]._compiled.entries
+              for a in getattr(getattr(e.run, "_aot", None), "cache", {}).values()
+              for r in (a.fw, a.bw)]
+    halves = ", ".join(f"{k} {_state(r)}"
+                       for k, r in zip(("forward", "backward"), halves, strict=False))
+    rows += ["", f"ndgrad backend=cudagraphs: {halves or 'no graph (see the log)'}",
+             f"ndgrad whole step, cudagraphify: {_state(runner)}", ""]
+    return rows
+
+
+def _state(runner) -> str:
+    state = getattr(runner, "state", "not a graph (skipped at compile, see the log)")
+    return f"eager ({runner.skipped})" if state == "eager" else state
 
 
 def mlp_floor(data):
@@ -186,6 +272,7 @@ def main(argv=None) -> str:
                     f"{per(t['floor'])} | {vs_t} | {t['ndgrad'] / t['floor']:.2f}x |")
     out = ["| workload | ndgrad | PyTorch | CuPy floor | ndgrad/PyTorch | ndgrad/floor |",
            "|---|---|---|---|---|---|", *rows, ""]
+    out += graph_rows(torch, args.repeat)
     # The stream machinery on one stream: the plain loop (what runs) vs the stream-aware loop.
     from ndgrad._backend import streams
 

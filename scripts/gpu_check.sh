@@ -5,7 +5,10 @@
 #   env.txt        what the machine has
 #   tests.txt      the device tests (op table on cuda, streams, cross-stream trials, save_on_cpu
 #                  peak memory, profiler device time)
-#   gpu_bench.md   benchmarks/gpu.py: chain and MLP steps vs PyTorch CUDA eager and a CuPy floor
+#   cudagraphs.txt the cudagraphs backend's GPU tests (issue 16: MLP steps replayed to eager's
+#                  losses, mutated inputs, distinct outputs, ctypes cuBLAS under capture)
+#   gpu_bench.md   benchmarks/gpu.py: chain and MLP steps vs PyTorch CUDA eager and a CuPy floor,
+#                  and the MLP step under CUDA graphs vs PyTorch's reduce-overhead and whole-step graph
 #   profile.txt    the profiler's table of an MLP training step on cuda, CPU and CUDA columns
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +32,9 @@ PY
 
 $py -m pytest -q -p no:cacheprovider tests/ops/test_devices.py tests/backend tests/profiler 2>&1 | tee "$out/tests.txt"
 tests=${PIPESTATUS[0]}
+
+$py -m pytest -q -p no:cacheprovider -rs tests/compiler/test_cudagraphs.py 2>&1 | tee "$out/cudagraphs.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || tests=1
 
 $py benchmarks/gpu.py --repeat 21 2>&1 | tee "$out/gpu_bench.md"
 

@@ -85,5 +85,6 @@ def test_compile_benchmark_small_run(tmp_path):
                      "--out", str(out)])
     assert out.read_text().strip() == text.strip()
     assert "ndgrad eager" in text and "ndgrad inductor" in text and "NumPy floor" in text
-    assert "first call s (compile)" in text and "target <= 0.5x" in text
+    assert "first call s (compile)" in text and "inductor (NumPy) / NumPy floor" in text
+    assert "target <= 0.95x" in text  # the MLP step's verdict
     assert "MLP step" in text

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _backend
 from .. import _dtype as D
+from .._backend import cublas as _cublas
 from .. import return_types
 from .registry import PROMOTE_COMMON as COMMON
 from .._tensor import Tensor
@@ -24,12 +25,19 @@ from .samples import nc, sample
 from .shape import cat
 
 
+_nd = np.ndarray
+
+
 def _matmul(x, y):
     if x.ndim == 0 or y.ndim == 0:
         raise RuntimeError(
             f"both arguments to matmul need to be at least 1D, but they are {x.ndim}D and {y.ndim}D"
         )
     try:
+        # A CUDA-graph capture on CuPy arrays: CuPy refuses cuBLAS there (_backend/cublas.py).
+        # NumPy arrays pay one type check.
+        if type(x) is not _nd and _cublas.capturing[0]:
+            return _cublas.matmul(x, y)
         if x.ndim > 2 and y.ndim == 2 and x.flags.c_contiguous:  # one GEMM, not one per matrix
             return np.matmul(x.reshape(-1, x.shape[-1]), y).reshape(x.shape[:-1] + y.shape[-1:])
         return np.matmul(x, y)
@@ -174,6 +182,8 @@ def _bmm(x, y):
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{x.shape[0]}, {x.shape[2]}] but got: [{y.shape[0]}, {y.shape[1]}].")
     _same_dtype(x, y, "expected scalar type {} but found {}")
+    if type(x) is not _nd and _cublas.capturing[0]:  # a CUDA-graph capture (see _matmul)
+        return _cublas.matmul(x, y)
     return np.matmul(x, y)
 
 
@@ -254,6 +264,8 @@ def _dot(x, y):
                            f"to have the same number of elements, but got {x.shape[0]} and {y.shape[0]} "
                            "elements respectively")
     _same_dtype(x, y, "dot : expected both vectors to have same dtype, but found {} and {}")
+    if type(x) is not _nd and _cublas.capturing[0]:  # a CUDA-graph capture (see _matmul)
+        return _cublas.matmul(x, y)
     return np.dot(x, y)
 
 

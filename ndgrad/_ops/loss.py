@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from .. import _backend
+from .._backend import cublas as _cublas
 from ..autograd.grad_mode import state as _gs
 from .index import _tname
 from .reduce import shifted_exp, softmax_backward_data
@@ -85,12 +86,15 @@ def _targets(x, t, w, ignore_index):
     if x.ndim == 1 and t.ndim == 1:
         t = t.reshape(())  # NOTE(pytorch): a (C,) input takes a one-element target as unbatched
     ok = t != ignore_index
-    if ok.all():
+    # While a CUDA graph records, nothing may be read back to the host: keep the mask whatever
+    # it holds, and skip the bounds check (PyTorch's CUDA kernel asserts on the device).
+    capturing = type(t) is not np.ndarray and _cublas.capturing[0]
+    if not capturing and ok.all():
         ok = None
     else:
         t = np.where(ok, t, 0)
     C = x.shape[cdim]
-    if t.size and (t.min() < 0 or t.max() >= C):
+    if not capturing and t.size and (t.min() < 0 or t.max() >= C):
         raise IndexError(f"Target {int(t[(t < 0) | (t >= C)].flat[0])} is out of bounds.")
     xp = _backend.namespace_of(x)  # position indices where the data is
     if x.ndim == 1:

@@ -29,7 +29,7 @@ from .guards import GuardSet
 from .logs import artifact
 
 __all__ = ["compile", "OptimizedModule", "reset", "disable", "is_compiling", "allow_in_graph",
-           "counters", "mark_dynamic", "capture_with_breaks"]
+           "counters", "mark_dynamic", "capture_with_breaks", "list_mode_options"]
 
 logger = logging.getLogger("ndgrad.compiler")
 
@@ -422,12 +422,14 @@ def _backend_for(backend, mode, options):
                            "specified at the same time.")
     from . import backends
 
-    is_inductor = backend == "inductor" or backend is backends.inductor
+    is_inductor = backend == "inductor" or backend is backends.inductor or (
+        getattr(backend, "__module__", None) == __package__ + ".inductor"
+        and getattr(backend, "__name__", None) == "inductor_backend")
     if is_inductor:
         opts = {**(list_mode_options(mode) if mode else {}), **(options or {})}
     fn, name = _resolve_backend(backend)
     if is_inductor:
-        if not opts or fn is not backends.inductor:  # no options, or inductor fell back to eager
+        if not opts or fn is backends.eager:  # no options, or inductor fell back to eager
             return fn, name
 
         def inductor_with_options(gm, example_inputs):

@@ -818,7 +818,7 @@ def _cudagraphs(fn, gm, example_inputs):
 
     why = cudagraphs.skip_reason(gm, example_inputs)
     if why is not None:
-        cudagraphs.log.info("skipping cudagraphs due to %s", why)
+        cudagraphs.log_skip(why)
         return fn
     return cudagraphs.cudagraphify(fn, example_inputs)
 
