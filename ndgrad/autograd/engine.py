@@ -31,6 +31,12 @@ _anomaly_state = _anomaly.state
 node_observer = None
 
 
+# Compiled autograd's entry (``compiler/compiled_autograd.py``, a layer up): when set, a plain
+# backward (no create_graph, no inputs=, not re-entrant, no dispatch mode) is offered to it first;
+# it returns False to leave it to this engine.
+compiled_backward = [None]
+
+
 # --- task state ---
 class GraphTask:
     __slots__ = ("keep_graph", "create_graph", "needed", "captures", "captured", "callbacks", "journal",
@@ -159,6 +165,10 @@ def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unus
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         edges.append(e)
     root = GraphRoot(edges, grads)
+    ca = compiled_backward[0]
+    if ca is not None and not create_graph and inputs is None and accumulate \
+            and not _task_stack() and not _modes and ca(root, keep_graph):
+        return None
     task = GraphTask(keep_graph, create_graph)
     task.accumulate = accumulate
     deps = task.deps = _count_dependencies(root)

@@ -1,0 +1,320 @@
+"""Compiled autograd (issue 17): a ``backward()`` captured as one graph and run by a compiler.
+
+While ``_enable(compiler_fn)`` is entered, the engine hands each plain ``backward()`` (no
+``create_graph``, no ``inputs=``, not re-entrant, no dispatch mode active) to ``_backward``:
+
+1. *Lookup.* One walk of the autograd graph from its root (the engine's dependency walk) builds a
+   key per node (its class, edges, input metadata, non-tensor arguments and saved values' kinds
+   and metadata) and gathers the graph's inputs in visit order: root gradients and saved tensors
+   (their arrays; versions are checked as an unpack would), and, for values saved through
+   saved-tensor hooks, the packed object with its unpack hook, which are *not* unpacked.
+2. *Capture* (a miss). The engine's order is replayed under a capture (``capture.Capture``):
+   formulas, gradient sums in input buffers and shape/dtype conformance are recorded as ops; an
+   unpack hook is one opaque call (``_unpack``) emitted where the engine unpacks it, i.e. just
+   before the node that reads it; a leaf's gradient becomes a graph output. The capture run
+   itself computes the real gradients (and unpacks once each, as eager), then ``compiler_fn(gm)``
+   compiles the graph, cached under the key.
+3. *Run* (a hit). Without ``retain_graph`` every node's saved values are released first; the input
+   list is handed over (boxed) and cleared, and packed objects are reachable only from a per-call
+   slot table that ``_unpack`` empties as it goes, so the running graph is the only owner of saved
+   and unpacked values. Then each leaf's gradient is accumulated by its ``AccumulateGrad`` node
+   (stealing, post-accumulate hooks), in the engine's order.
+
+Not handled yet (the backward runs on the eager engine, with the reason logged once): tensor,
+node and retains-grad hooks, custom ``Function`` nodes and other node classes, ``inputs=`` and
+``autograd.grad``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import threading
+from heapq import heappop, heappush
+
+from .._ops.registry import OpNode
+from .._tensor import Tensor
+from ..autograd import engine as _engine
+from ..autograd.grad_mode import state as _grad_state
+from ..autograd.node import AccumulateGrad, GraphRoot
+from ..autograd.saved import PackedSaved, SavedTensor, _modified_msg, modified_msg
+from .capture import Capture, paused
+from .node import TensorMeta
+
+__all__ = ["_enable", "enable", "counters", "reset"]
+
+log = logging.getLogger("ndgrad.compiler.compiled_autograd")
+counters = collections.Counter()  # captures, cache_hits, fallbacks, unpacks
+_compiler_fns: list = []  # innermost last
+_cache: dict = {}  # key -> compiled callable
+_warned: set = set()
+_tls = threading.local()  # .slots: (unpack hook, packed object) per packed value of this run
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def reset() -> None:
+    """Forget every compiled backward graph."""
+    _cache.clear()
+    _warned.clear()
+    counters.clear()
+
+
+@contextlib.contextmanager
+def _enable(compiler_fn):
+    """Within, ``backward()`` runs through compiled autograd with ``compiler_fn(gm) -> callable``
+    (PyTorch's ``torch._dynamo.compiled_autograd._enable``)."""
+    _compiler_fns.append(compiler_fn)
+    _engine.compiled_backward[0] = _backward
+    try:
+        yield
+    finally:
+        _compiler_fns.pop()
+        if not _compiler_fns:
+            _engine.compiled_backward[0] = None
+
+
+enable = _enable
+
+
+# --- the opaque unpack call ---
+def _unpack(k: int):
+    """The saved value of slot ``k``: its unpack hook on its packed object. The slot is emptied
+    first, so the packed object lives no longer than this call needs it."""
+    slots = _tls.slots
+    hook, packed = slots[k]
+    slots[k] = None
+    counters["unpacks"] += 1
+    from .dynamo import tls as _dyn
+
+    cap = _dyn.capture
+    if cap is None:
+        return hook(packed)
+    with paused(cap):  # recompiled by a backend's own capture: still one opaque call
+        out = hook(packed)
+    n = cap.graph.call_function(_unpack, (k,))
+    cap._annotate(n)
+    cap._outputs(n, out)
+    return out
+
+
+# --- lookup ---
+def _freeze(v):
+    if type(v) in (list, tuple):
+        return tuple(_freeze(x) for x in v)
+    if type(v) is dict:
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    try:
+        hash(v)
+    except TypeError:
+        raise _Unsupported(f"an unhashable argument ({type(v).__name__})") from None
+    return v
+
+
+def _walk(root):
+    """(nodes in visit order, their index, the key, tensor inputs, packed slots)."""
+    order = [root]
+    index = {root: 0}
+    stack = [root]
+    while stack:
+        for e in stack.pop().next_edges:
+            if e is not None and e[0] not in index:
+                index[e[0]] = len(order)
+                order.append(e[0])
+                stack.append(e[0])
+    key = []
+    inputs: list = list(root.grads)
+    slots: list = []
+    for g in root.grads:
+        key.append(None if g is None else (g._data.shape, g._data.dtype))
+    for n in order[1:]:
+        t = type(n)
+        if n._extra is not None:
+            raise _Unsupported("hooks on a node (tensor, node or retains_grad hooks)")
+        if t is AccumulateGrad:
+            key.append(("acc", n._in_meta))
+            continue
+        if not issubclass(t, OpNode):
+            raise _Unsupported(f"node {n.name()} of class {t.__name__}")
+        saved = n._saved
+        if saved is None:
+            raise RuntimeError("Trying to backward through the graph a second time (or directly "
+                               "access saved tensors after they have already been freed).")
+        skey = []
+        for s in saved:
+            skey.append(_saved_key(n, s, inputs, slots))
+        key.append((t, tuple(None if e is None else (index[e[0]], e[1]) for e in n.next_edges),
+                    n._in_meta, _freeze(n._args), tuple(skey)))
+    return order, index, tuple(key), inputs, slots
+
+
+def _saved_key(node, s, inputs, slots):
+    ts = type(s)
+    if s is None:
+        return None
+    if ts is list:
+        return ("list", tuple(_saved_key(node, x, inputs, slots) for x in s))
+    if isinstance(s, Tensor):  # a saved input at version 0 is the tensor itself
+        vc = s._vc
+        if vc is not None and vc[0]:
+            raise RuntimeError(modified_msg(s, vc[0], 0))
+        inputs.append(s)
+        return ("t", s._data.shape, s._data.dtype)
+    if ts is SavedTensor:
+        if s.tensor is not None:
+            t = s.tensor
+            vc = t._vc
+            if (vc[0] if vc is not None else 0) != s.version:
+                raise RuntimeError(modified_msg(t, vc[0], s.version))
+            inputs.append(t)
+            return ("t", t._data.shape, t._data.dtype)
+        if s.vc[0] != s.version:
+            from .. import _dtype
+
+            raise RuntimeError(_modified_msg(s.data.shape, _dtype._FROM_NP[s.data.dtype].legacy,
+                                             node, s.output_nr, s.vc[0], s.version))
+        inputs.append(s.make(s.data, None, 0, None))
+        return ("t", s.data.shape, s.data.dtype)
+    if ts is PackedSaved:
+        slots.append((s.unpack_hook, s.packed))
+        return ("packed", len(slots) - 1, s.is_output, s.output_nr)
+    if hasattr(s, "value"):  # a Python number saved for a formula
+        return ("value", _freeze(s.value))
+    raise _Unsupported(f"a saved value of type {ts.__name__}")
+
+
+# --- capture ---
+def _capture(root, order, inputs, slots):
+    """Replay the engine's order on ``root``'s graph under a capture; returns the GraphModule
+    and the leaf gradients this run computed (accumulated by the caller)."""
+    cap = Capture()
+    cap.add_inputs([(f"inputs_{i}", t) for i, t in enumerate(inputs)])
+    packed = [s for n in order[1:] if isinstance(n, OpNode) for s in _flat(n._saved)
+              if type(s) is PackedSaved]
+    real = [(s, s.unpack_hook) for s in packed]
+
+    def recorder(k, hook):
+        def record(obj):
+            with paused(cap):
+                out = hook(obj)
+            if isinstance(out, Tensor):
+                n = cap.graph.call_function(_unpack, (k,))
+                n.meta["val"] = TensorMeta.of(out)
+                cap._annotate(n)
+                cap._set(out, n)
+            counters["unpacks"] += 1
+            return out
+        return record
+
+    for k, (s, hook) in enumerate(real):
+        s.unpack_hook = recorder(k, hook)
+    leaf_grads: dict = {}
+    try:
+        with cap.mode:
+            _replay(root, leaf_grads)
+    finally:
+        for s, hook in real:
+            s.unpack_hook = hook
+    accs = [n for n in order if type(n) is AccumulateGrad]
+    outs = tuple(leaf_grads.get(n) for n in accs)
+    gm = cap.finish(outs)
+    return gm, outs
+
+
+def _flat(saved):
+    for s in saved or ():
+        if type(s) is list:
+            yield from s
+        else:
+            yield s
+
+
+def _replay(root, leaf_grads: dict) -> None:
+    """The engine's loop (``_execute_general``'s order: newest sequence number first, buffers
+    summed with ``_sum``, outputs conformed), stopping at the leaves."""
+    deps = _engine._count_dependencies(root)
+    buffers = {root: ()}
+    heap = [(-root.sequence_nr, root)]
+    while heap:
+        node = heappop(heap)[1]
+        grads = buffers.pop(node)
+        if type(node) is AccumulateGrad:
+            leaf_grads[node] = grads[0]
+            continue
+        edges = node.next_edges
+        outputs = _engine._validate_outputs(node, edges, node.apply(grads))
+        for e, g in zip(edges, outputs):
+            if e is None:
+                continue
+            nxt, nr = e
+            buf = buffers.get(nxt)
+            if buf is None:
+                buf = buffers[nxt] = [None] * (len(nxt._in_meta) >> 2)
+            if g is not None:
+                old = buf[nr]
+                buf[nr] = g if old is None else _engine._sum(old, g)
+            d = deps[nxt] - 1
+            deps[nxt] = d
+            if not d:
+                heappush(heap, (-nxt.sequence_nr, nxt))
+
+
+# --- the engine's entry ---
+def _backward(root, keep_graph: bool) -> bool:
+    """Run ``root``'s backward compiled; False: the caller runs the eager engine."""
+    try:
+        order, index, key, inputs, slots = _walk(root)
+    except _Unsupported as e:
+        counters["fallbacks"] += 1
+        why = str(e)
+        if why not in _warned:
+            _warned.add(why)
+            log.warning("compiled autograd: running the eager engine (%s)", why)
+        return False
+    compiler_fn = _compiler_fns[-1]
+    fn = _cache.get((key, id(compiler_fn)))
+    accs = [n for n in order if type(n) is AccumulateGrad]
+    prev = _grad_state.grad_enabled
+    _grad_state.grad_enabled = False
+    try:
+        if fn is None:
+            counters["captures"] += 1
+            if _cache:
+                log.info("compiled autograd: Cache miss due to %s", _miss_reason(key))
+            gm, grads = _capture(root, order, inputs, slots)
+            _cache[(key, id(compiler_fn))] = compiler_fn(gm)
+            if not keep_graph:
+                for n in order:
+                    n._saved = None
+        else:
+            counters["cache_hits"] += 1
+            if not keep_graph:  # the graph will be the only owner of saved values
+                for n in order:
+                    n._saved = None
+            _tls.slots = slots
+            del slots
+            args = inputs
+            del inputs
+            try:
+                grads = fn(args) if getattr(fn, "_boxed_call", False) else fn(*args)
+            finally:
+                _tls.slots = None
+            del args
+        for n, g in zip(accs, grads, strict=True):
+            if g is not None:
+                n.apply((g,))
+    finally:
+        _grad_state.grad_enabled = prev
+    return True
+
+
+def _miss_reason(key) -> str:
+    """PyTorch's words for why a key is new: a node class never seen, or changed shapes."""
+    seen = {k[0] for old, _ in _cache for k in old if type(k) is tuple and k and type(k[0]) is type}
+    for k in key:
+        if type(k) is tuple and k and type(k[0]) is type and k[0] not in seen:
+            return "new autograd node"
+    return "changed shapes"
