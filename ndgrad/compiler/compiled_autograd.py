@@ -33,14 +33,16 @@ import logging
 import threading
 from heapq import heappop, heappush
 
+import numpy as np
+
 from .._ops.registry import OpNode
 from .._tensor import Tensor
 from ..autograd import engine as _engine
 from ..autograd.grad_mode import state as _grad_state
-from ..autograd.node import AccumulateGrad, GraphRoot
+from ..autograd.node import AccumulateGrad, GraphRoot, shared_view
 from ..autograd.saved import PackedSaved, SavedTensor, _modified_msg, modified_msg
-from .capture import Capture, paused
-from .node import TensorMeta
+from ..autograd import dispatch_mode as _dispatch_mode
+from .capture import Capture, _CaptureMode, paused
 
 __all__ = ["_enable", "enable", "counters", "reset"]
 
@@ -80,7 +82,56 @@ def _enable(compiler_fn):
 enable = _enable
 
 
-# --- the opaque unpack call ---
+# --- the opaque calls of a compiled backward: unpacks, user hooks, accumulation ---
+def _spec(out):
+    """What an opaque call returned, as a hashable description (a graph constant)."""
+    if isinstance(out, Tensor):
+        return ("t", tuple(out._data.shape), out._data.dtype.str)
+    if type(out) in (tuple, list):
+        return tuple(_spec(o) for o in out)
+    return None
+
+
+def _stand_in(spec):
+    """Zeros shaped as ``spec`` says: an opaque call's result while a backend traces the graph."""
+    if spec is None:
+        return None
+    if spec and spec[0] == "t":
+        return Tensor._make(np.zeros(spec[1], np.dtype(spec[2])), None, 0, None)
+    return tuple(_stand_in(x) for x in spec)
+
+
+def _opaque(fn):
+    """``fn(k, *args)`` as one graph call ``call(k, spec, *args)`` (``spec``: ``_spec`` of its
+    result). Under a backend's capture it stays one call and the user code inside is never
+    traced: a capture whose run is the real one (dynamo's first call) runs ``fn``; any other
+    (AOT tracing on clones) gets stand-in zeros, so no hook fires and no slot is used twice."""
+    def call(k, spec, *args):
+        mode = _dispatch_mode.handler()
+        cap = mode.cap if isinstance(mode, _CaptureMode) and not mode.cap.paused else None
+        if cap is None:
+            return fn(k, *args)
+        from .breaks import tls as _dyn
+
+        if _dyn.capture is cap:
+            with paused(cap):
+                out = fn(k, *args)
+        else:
+            out = _stand_in(spec)
+        _record(cap, call, k, spec, args, out)
+        return out
+
+    call.__name__ = call.__qualname__ = fn.__name__.lstrip("_")
+    return call
+
+
+def _record(cap, target, k, spec, args, out) -> None:
+    n = cap.graph.call_function(target, (k, spec, *cap._map(args)))
+    cap._annotate(n)
+    cap._outputs(n, out)
+
+
+@_opaque
 def _unpack(k: int):
     """The saved value of slot ``k``: its unpack hook on its packed object. The slot is emptied
     first, so the packed object lives no longer than this call needs it."""
@@ -88,17 +139,22 @@ def _unpack(k: int):
     hook, packed = slots[k]
     slots[k] = None
     counters["unpacks"] += 1
-    from .dynamo import tls as _dyn
+    return hook(packed)
 
-    cap = _dyn.capture
-    if cap is None:
-        return hook(packed)
-    with paused(cap):  # recompiled by a backend's own capture: still one opaque call
-        out = hook(packed)
-    n = cap.graph.call_function(_unpack, (k,))
-    cap._annotate(n)
-    cap._outputs(n, out)
-    return out
+
+@_opaque
+def _call_hook(k: int, *args):
+    """A user hook (slot ``k``) called on ``args``."""
+    return _tls.slots[k](*args)
+
+
+@_opaque
+def _accumulate(k: int, grad) -> None:
+    """``grad`` into the leaf of the ``AccumulateGrad`` node in slot ``k`` (stealing or adding,
+    then its post-accumulate-grad hooks), where the engine would run that node."""
+    if _tls.hooked and not grad._rg:  # a hook's value may be memory its caller keeps
+        grad = shared_view(grad)
+    _tls.slots[k].apply((grad,))
 
 
 # --- lookup ---
@@ -115,7 +171,8 @@ def _freeze(v):
 
 
 def _walk(root):
-    """(nodes in visit order, their index, the key, tensor inputs, packed slots)."""
+    """(nodes in visit order, hook layouts, the key, tensor inputs, slots: (unpack hook,
+    packed object) per packed saved value and each hook callable, in visit order)."""
     order = [root]
     index = {root: 0}
     stack = [root]
@@ -128,14 +185,18 @@ def _walk(root):
     key = []
     inputs: list = list(root.grads)
     slots: list = []
+    _tls.packed_slot = {}  # id(PackedSaved) -> its slot (read by _capture)
+    layouts: dict = {}  # node -> its hooks' layout (``_hooks_key``)
     for g in root.grads:
         key.append(None if g is None else (g._data.shape, g._data.dtype))
     for n in order[1:]:
         t = type(n)
-        if n._extra is not None:
-            raise _Unsupported("hooks on a node (tensor, node or retains_grad hooks)")
+        hooks = None if n._extra is None else _hooks_key(n._extra, slots)
+        if hooks is not None:
+            layouts[n] = hooks
         if t is AccumulateGrad:
-            key.append(("acc", n._in_meta))
+            slots.append(n)
+            key.append(("acc", len(slots) - 1, n._in_meta, hooks))
             continue
         if not issubclass(t, OpNode):
             raise _Unsupported(f"node {n.name()} of class {t.__name__}")
@@ -147,8 +208,61 @@ def _walk(root):
         for s in saved:
             skey.append(_saved_key(n, s, inputs, slots))
         key.append((t, tuple(None if e is None else (index[e[0]], e[1]) for e in n.next_edges),
-                    n._in_meta, _freeze(n._args), tuple(skey)))
-    return order, index, tuple(key), inputs, slots
+                    n._in_meta, _freeze(n._args), tuple(skey), hooks))
+    return order, layouts, tuple(key), inputs, slots
+
+
+def _hooks_key(extra, slots) -> tuple:
+    """A node's hooks, in the order the engine calls them (``engine._before_node``,
+    ``_post_hooks``), into ``slots``; their layout is the key (``_Hooks`` reads it back)."""
+    first = len(slots)
+    tensor = tuple((nr, len(h)) for nr, h in extra.tensor_pre_hooks.items())
+    for h in extra.tensor_pre_hooks.values():
+        slots.extend(h.values())
+    retains = tuple(extra.retains_grad_hooks)
+    slots.extend(extra.retains_grad_hooks.values())
+    slots.extend(extra.pre_hooks.values())
+    slots.extend(extra.post_hooks.values())
+    return (first, tensor, retains, len(extra.pre_hooks), len(extra.post_hooks))
+
+
+def _pre_hooks(layout, grads, call):
+    """Tensor pre-hooks, retains-grad hooks, then node pre-hooks, as the engine runs them;
+    ``call(slot, *args)`` calls the hook of a slot."""
+    k, tensor, retains, n_pre, _ = layout
+    grads = list(grads)
+    for nr, count in tensor:
+        for j in range(count):
+            g = grads[nr]
+            if g is None:
+                break
+            r = call(k + j, g)
+            if r is not None:
+                _engine._check_value(_tls.slots[k + j], g, r)
+                grads[nr] = r
+        k += count
+    for nr in retains:
+        if grads[nr] is not None:
+            call(k, grads[nr])
+        k += 1
+    grads = tuple(grads)
+    for _ in range(n_pre):
+        r = call(k, grads)
+        if r is not None:
+            grads = _engine._hook_result(_tls.slots[k], r, grads)
+        k += 1
+    return grads
+
+
+def _post_hooks(layout, outputs, grads, call):
+    k, tensor, retains, n_pre, n_post = layout
+    k += sum(c for _, c in tensor) + len(retains) + n_pre
+    outputs, grads = tuple(outputs), tuple(grads)
+    for j in range(n_post):
+        r = call(k + j, outputs, grads)
+        if r is not None:
+            outputs = _engine._hook_result(_tls.slots[k + j], r, outputs)
+    return outputs
 
 
 def _saved_key(node, s, inputs, slots):
@@ -180,6 +294,7 @@ def _saved_key(node, s, inputs, slots):
         return ("t", s.data.shape, s.data.dtype)
     if ts is PackedSaved:
         slots.append((s.unpack_hook, s.packed))
+        _tls.packed_slot[id(s)] = len(slots) - 1
         return ("packed", len(slots) - 1, s.is_output, s.output_nr)
     if hasattr(s, "value"):  # a Python number saved for a formula
         return ("value", _freeze(s.value))
@@ -187,10 +302,17 @@ def _saved_key(node, s, inputs, slots):
 
 
 # --- capture ---
-def _capture(root, order, inputs, slots):
+def _capture(root, order, layouts, inputs, slots):
     """Replay the engine's order on ``root``'s graph under a capture; returns the GraphModule
     and the leaf gradients this run computed (accumulated by the caller)."""
     cap = Capture()
+
+    def call(k, *args):  # a user hook: run it, record one opaque call
+        with paused(cap):
+            out = slots[k](*args)
+        _record(cap, _call_hook, k, _spec(out), args, out)
+        return out
+
     cap.add_inputs([(f"inputs_{i}", t) for i, t in enumerate(inputs)])
     packed = [s for n in order[1:] if isinstance(n, OpNode) for s in _flat(n._saved)
               if type(s) is PackedSaved]
@@ -200,28 +322,30 @@ def _capture(root, order, inputs, slots):
         def record(obj):
             with paused(cap):
                 out = hook(obj)
-            if isinstance(out, Tensor):
-                n = cap.graph.call_function(_unpack, (k,))
-                n.meta["val"] = TensorMeta.of(out)
-                cap._annotate(n)
-                cap._set(out, n)
+            _record(cap, _unpack, k, _spec(out), (), out)
             counters["unpacks"] += 1
             return out
         return record
 
-    for k, (s, hook) in enumerate(real):
-        s.unpack_hook = recorder(k, hook)
-    leaf_grads: dict = {}
+    acc_slot = {id(x): k for k, x in enumerate(slots) if type(x) is AccumulateGrad}
+
+    def accumulate(node, g):  # into .grad for real, and one opaque call in the graph
+        k = acc_slot[id(node)]
+        _record(cap, _accumulate, k, None, (g,), None)
+        with paused(cap):
+            _accumulate(k, None, g)
+
+    for s, hook in real:
+        s.unpack_hook = recorder(_tls.packed_slot[id(s)], hook)
+    _tls.slots = slots
     try:
         with cap.mode:
-            _replay(root, leaf_grads)
+            _replay(root, accumulate, layouts, call)
     finally:
+        _tls.slots = None
         for s, hook in real:
             s.unpack_hook = hook
-    accs = [n for n in order if type(n) is AccumulateGrad]
-    outs = tuple(leaf_grads.get(n) for n in accs)
-    gm = cap.finish(outs)
-    return gm, outs
+    return cap.finish(())
 
 
 def _flat(saved):
@@ -232,20 +356,27 @@ def _flat(saved):
             yield s
 
 
-def _replay(root, leaf_grads: dict) -> None:
+def _replay(root, accumulate, layouts: dict, call) -> None:
     """The engine's loop (``_execute_general``'s order: newest sequence number first, buffers
-    summed with ``_sum``, outputs conformed), stopping at the leaves."""
+    summed with ``_sum``, outputs conformed, hooks around each node), stopping at the leaves."""
     deps = _engine._count_dependencies(root)
     buffers = {root: ()}
     heap = [(-root.sequence_nr, root)]
     while heap:
         node = heappop(heap)[1]
         grads = buffers.pop(node)
+        layout = layouts.get(node)
+        if layout is not None:
+            grads = _pre_hooks(layout, grads, call)
         if type(node) is AccumulateGrad:
-            leaf_grads[node] = grads[0]
+            if grads[0] is not None:
+                accumulate(node, grads[0])
             continue
         edges = node.next_edges
         outputs = _engine._validate_outputs(node, edges, node.apply(grads))
+        if layout is not None and layout[4]:
+            outputs = _engine._validate_outputs(node, edges,
+                                                _post_hooks(layout, outputs, grads, call))
         for e, g in zip(edges, outputs):
             if e is None:
                 continue
@@ -266,7 +397,7 @@ def _replay(root, leaf_grads: dict) -> None:
 def _backward(root, keep_graph: bool) -> bool:
     """Run ``root``'s backward compiled; False: the caller runs the eager engine."""
     try:
-        order, index, key, inputs, slots = _walk(root)
+        order, layouts, key, inputs, slots = _walk(root)
     except _Unsupported as e:
         counters["fallbacks"] += 1
         why = str(e)
@@ -276,15 +407,15 @@ def _backward(root, keep_graph: bool) -> bool:
         return False
     compiler_fn = _compiler_fns[-1]
     fn = _cache.get((key, id(compiler_fn)))
-    accs = [n for n in order if type(n) is AccumulateGrad]
     prev = _grad_state.grad_enabled
     _grad_state.grad_enabled = False
+    _tls.hooked = bool(layouts)
     try:
         if fn is None:
             counters["captures"] += 1
             if _cache:
                 log.info("compiled autograd: Cache miss due to %s", _miss_reason(key))
-            gm, grads = _capture(root, order, inputs, slots)
+            gm = _capture(root, order, layouts, inputs, slots)
             _cache[(key, id(compiler_fn))] = compiler_fn(gm)
             if not keep_graph:
                 for n in order:
@@ -294,18 +425,16 @@ def _backward(root, keep_graph: bool) -> bool:
             if not keep_graph:  # the graph will be the only owner of saved values
                 for n in order:
                     n._saved = None
+            del order, root
             _tls.slots = slots
             del slots
             args = inputs
             del inputs
             try:
-                grads = fn(args) if getattr(fn, "_boxed_call", False) else fn(*args)
+                fn(args) if getattr(fn, "_boxed_call", False) else fn(*args)
             finally:
                 _tls.slots = None
             del args
-        for n, g in zip(accs, grads, strict=True):
-            if g is not None:
-                n.apply((g,))
     finally:
         _grad_state.grad_enabled = prev
     return True
