@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from ..compiler import config, exc
+from ..compiler import compiled_autograd, config, exc
 from ..compiler.backends import list_backends, lookup_backend, register_backend
 from ..compiler.breaks import graph_break
 from ..compiler.dynamo import (
@@ -18,8 +18,9 @@ from . import utils
 
 sys.modules[__name__ + ".config"] = config
 sys.modules[__name__ + ".exc"] = exc
+sys.modules[__name__ + ".compiled_autograd"] = compiled_autograd
 
 __all__ = ["reset", "explain", "ExplainOutput", "register_backend", "list_backends",
            "lookup_backend", "graph_break", "config", "exc", "utils", "mark_dynamic",
            "mark_static", "disable", "allow_in_graph", "is_compiling", "OptimizedModule",
-           "optimize"]
+           "optimize", "compiled_autograd"]

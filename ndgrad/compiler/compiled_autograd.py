@@ -406,7 +406,7 @@ def _backward(root, keep_graph: bool) -> bool:
             log.warning("compiled autograd: running the eager engine (%s)", why)
         return False
     compiler_fn = _compiler_fns[-1]
-    fn = _cache.get((key, id(compiler_fn)))
+    fn = _cache.get((key, compiler_fn))
     prev = _grad_state.grad_enabled
     _grad_state.grad_enabled = False
     _tls.hooked = bool(layouts)
@@ -416,7 +416,7 @@ def _backward(root, keep_graph: bool) -> bool:
             if _cache:
                 log.info("compiled autograd: Cache miss due to %s", _miss_reason(key))
             gm = _capture(root, order, layouts, inputs, slots)
-            _cache[(key, id(compiler_fn))] = compiler_fn(gm)
+            _cache[(key, compiler_fn)] = compiler_fn(gm)
             if not keep_graph:
                 for n in order:
                     n._saved = None

@@ -52,6 +52,9 @@ def reset() -> None:
     for c in counters.values():
         c.clear()
     _accumulated[0] = 0
+    from . import compiled_autograd
+
+    compiled_autograd.reset()
 
 
 def is_compiling() -> bool:
@@ -247,6 +250,7 @@ class CompiledFunction:
         self.break_reasons: list = []
         self.compile_times: list = []
         self.warned = False
+        self.backward_compiler = None
         _all.add(self)
 
     def clear(self) -> None:
@@ -269,6 +273,24 @@ class CompiledFunction:
         return c[1]
 
     def __call__(self, *args, **kwargs):
+        if config.compiled_autograd and tls.capture is None:
+            # a backward() inside compiled code runs through compiled autograd, its graph
+            # compiled with this function's backend (as PyTorch's config.compiled_autograd)
+            from . import compiled_autograd
+
+            if not compiled_autograd._compiler_fns:
+                if self.backward_compiler is None:  # one per function: its graphs' cache key
+                    self.backward_compiler = self._backward_compiler
+                with compiled_autograd._enable(self.backward_compiler):
+                    return self._call(args, kwargs)
+        return self._call(args, kwargs)
+
+    def _backward_compiler(self, gm):
+        if self.mode is not None:
+            return compile(gm, backend=self.backend, mode=self.mode)
+        return compile(gm, backend=self.backend, options=self.options)
+
+    def _call(self, args, kwargs):
         if tls.capture is not None:  # called inside another capture: inlined into its graph
             return self.fn(*args, **kwargs)
         for e in self.entries:
