@@ -1,0 +1,302 @@
+"""Compiled autograd (issue 17): ``backward()`` captured as one graph, compiled, and run from a
+cache; hooks and saved-tensor unpack hooks as opaque calls in the engine's order; the runner owns
+the saved values. Gradients are eager's (float64 op samples exact up to summation order); hooks
+and unpack hooks fire as often, and in the order, that eager fires them."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from test_aot import CASES, _convert, _nd_make
+from test_inductor import _cnn, _mlp, _transformer
+
+import ndgrad as nd
+from ndgrad.autograd.graph import saved_tensors_hooks
+from ndgrad.compiler import compiled_autograd as ca
+from ndgrad.utils.checkpoint import checkpoint
+
+GM = lambda gm: gm.forward  # noqa: E731 - the captured graph's generated code
+
+
+def _inductor(gm):
+    return nd.compile(gm, backend="inductor")
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    ca.reset()
+    yield
+    ca.reset()
+
+
+def _sample_grads(rec, args, kwargs, leaves, compiler=None):
+    for t in leaves:
+        t.grad = None
+    nd.manual_seed(0)
+    out = rec.call(*args, **kwargs)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    diff = [o for o in outs if isinstance(o, nd.Tensor) and o.requires_grad]
+    if not diff:
+        return None
+    ws = [nd.Tensor._make(np.random.RandomState(1).standard_normal(o.shape)
+                          .astype(o._data.dtype), None, 0, None) for o in diff]
+    if compiler is None:
+        nd.autograd.backward(diff, ws)
+    else:
+        with ca._enable(compiler):
+            nd.autograd.backward(diff, ws)
+    return [None if t.grad is None else t.grad.numpy().copy() for t in leaves]
+
+
+@pytest.mark.parametrize("rec,sample", CASES)
+def test_op_sample_backward_graph(rec, sample):
+    """Each sample's backward: the capture run and a cache hit both give eager's gradients."""
+    args, kwargs, leaves = _convert(rec, sample, _nd_make)
+    if not leaves:
+        pytest.skip("no input requires grad")
+    try:
+        want = _sample_grads(rec, args, kwargs, leaves)
+    except (RuntimeError, TypeError, ValueError, IndexError) as e:
+        pytest.skip(f"eager refuses the sample: {e}")
+    if want is None:
+        pytest.skip("no differentiable output")
+    for run in ("capture", "cache hit"):
+        got = _sample_grads(rec, args, kwargs, leaves, GM)
+        for i, (a, b) in enumerate(zip(got, want, strict=True)):
+            assert (a is None) == (b is None), f"grad {i} ({run})"
+            if a is not None:
+                np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, equal_nan=True,
+                                           err_msg=f"grad {i} ({run})")
+    assert ca.counters["captures"] == 1 and ca.counters["cache_hits"] == 1
+    assert ca.counters["fallbacks"] == 0
+
+
+def _train(make, compiler, steps=20):
+    nd.manual_seed(0)
+    model, data, step, make_opt = make()
+    opt = make_opt(model.parameters())
+    losses = []
+    for i in range(steps):
+        nd.manual_seed(100 + i)
+        opt.zero_grad()
+        loss = step(model, *data)
+        if compiler is None:
+            loss.backward()
+        else:
+            with ca._enable(compiler):
+                loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("compiler", [GM, _inductor], ids=["graph", "inductor"])
+@pytest.mark.parametrize("make", [_mlp, _cnn, _transformer], ids=["mlp", "cnn", "transformer"])
+def test_demo_models_train_to_eager_losses(make, compiler):
+    want = _train(make, None)
+    got = _train(make, compiler)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert ca.counters["captures"] == 1 and ca.counters["cache_hits"] == 19
+
+
+def _hooked_step(w, x, log):
+    h = (x @ w).tanh()
+    h.retain_grad()
+    h.register_hook(lambda g: log.append("tensor hook") or g * 2)
+    y = (h * 3).sigmoid()
+    y.grad_fn.register_prehook(lambda gs: log.append("node pre-hook") or None)
+    y.grad_fn.register_hook(lambda gi, go: log.append("node post-hook") or None)
+    return y.sum(), h
+
+
+@pytest.mark.parametrize("compiler", [GM, _inductor], ids=["graph", "inductor"])
+def test_hooks_fire_as_often_and_in_eager_order(compiler):
+    def run(compiler):
+        nd.manual_seed(0)
+        w = nd.randn(4, 3, dtype=nd.float64, requires_grad=True)
+        x = nd.randn(5, 4, dtype=nd.float64, requires_grad=True)
+        log = []
+        x.register_hook(lambda g: log.append("leaf hook") or None)
+        w.register_post_accumulate_grad_hook(lambda p: log.append("post-accumulate"))
+        retained = []
+        for _ in range(3):
+            loss, h = _hooked_step(w, x, log)
+            if compiler is None:
+                loss.backward()
+            else:
+                with ca._enable(compiler):
+                    loss.backward()
+            retained.append(h.grad.numpy().copy())
+        return w.grad.numpy(), x.grad.numpy(), retained, log
+
+    want, got = run(None), run(compiler)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+    for a, b in zip(got[2], want[2], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert got[3] == want[3]
+    assert ca.counters["captures"] == 1 and ca.counters["cache_hits"] == 2
+
+
+class _Block(nd.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.lin = nd.nn.Linear(width, width, dtype=nd.float64)
+
+    def forward(self, x):
+        return x + self.lin(x).tanh()
+
+
+def _blocks_loss(blocks, x, ck):
+    for b in blocks:
+        x = checkpoint(b, x, use_reentrant=False) if ck else b(x)
+    return x.pow(2).sum()
+
+
+@pytest.mark.parametrize("compiler", [GM, _inductor], ids=["graph", "inductor"])
+@pytest.mark.parametrize("variant", ["checkpoint", "offload"])
+def test_unpack_hooks_fire_in_eager_order(variant, compiler, tmp_path):
+    def run(compiler):
+        nd.manual_seed(0)
+        blocks = nd.nn.ModuleList([_Block(8) for _ in range(4)])
+        x = nd.randn(6, 8, dtype=nd.float64)
+        log = []
+
+        def pack(t):
+            path = tmp_path / f"t{len(log)}.npy"
+            np.save(path, t.detach().numpy())
+            log.append(("pack", path.name))
+            return path
+
+        def unpack(path):
+            log.append(("unpack", path.name))
+            return nd.from_numpy(np.load(path))
+
+        for _ in range(3):
+            if variant == "offload":
+                with saved_tensors_hooks(pack, unpack):
+                    loss = _blocks_loss(blocks, x, False)
+            else:
+                loss = _blocks_loss(blocks, x, True)
+            if compiler is None:
+                loss.backward()
+            else:
+                with ca._enable(compiler):
+                    loss.backward()
+        return [p.grad.numpy().copy() for p in blocks.parameters()], log
+
+    (want, want_log), (got, got_log) = run(None), run(compiler)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert got_log == want_log
+    assert ca.counters["captures"] == 1 and ca.counters["cache_hits"] == 2
+
+
+def test_unpacks_are_placed_just_before_their_first_use(tmp_path):
+    """Progressive: the captured graph interleaves unpack calls with the math that reads them
+    (an unpack-everything-first graph would hold every activation at once)."""
+    graphs = []
+    blocks = nd.nn.ModuleList([_Block(8) for _ in range(4)])
+    x = nd.randn(6, 8, dtype=nd.float64)
+
+    def keep(gm):
+        graphs.append(gm)
+        return gm.forward
+
+    with ca._enable(keep):
+        with saved_tensors_hooks(lambda t: t.detach().clone(), lambda t: t):
+            loss = _blocks_loss(blocks, x, False)
+        loss.backward()
+    (gm,) = graphs
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    unpacks = [i for i, n in enumerate(nodes) if n.target is ca._unpack]
+    assert len(unpacks) >= 8
+    for i in unpacks:  # the next call reads it, or it is the next unpack of the same node
+        users = [nodes.index(u) for u in nodes[i].users]
+        assert users and min(users) - i <= 3, gm.code
+    assert unpacks[-1] - unpacks[0] > len(unpacks)  # not all at the front
+
+
+def test_cache_key_and_recompile_reasons(caplog):
+    w = nd.randn(4, 3, requires_grad=True)
+
+    def back(x, act):
+        with ca._enable(GM):
+            act(x @ w).sum().backward()
+
+    with caplog.at_level(logging.INFO, logger="ndgrad.compiler.compiled_autograd"):
+        back(nd.randn(5, 4), nd.tanh)
+        back(nd.randn(5, 4), nd.tanh)
+        assert ca.counters["captures"] == 1 and ca.counters["cache_hits"] == 1
+        back(nd.randn(7, 4), nd.tanh)  # another batch size
+        back(nd.randn(7, 4), nd.sigmoid)  # another node class
+    assert ca.counters["captures"] == 3
+    msgs = [r.getMessage() for r in caplog.records]
+    assert "compiled autograd: Cache miss due to changed shapes" in msgs
+    assert "compiled autograd: Cache miss due to new autograd node" in msgs
+
+
+def test_unsupported_graph_falls_back_to_the_eager_engine(caplog):
+    class Double(nd.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = nd.randn(3, requires_grad=True)
+    with caplog.at_level(logging.WARNING, logger="ndgrad.compiler.compiled_autograd"):
+        with ca._enable(GM):
+            Double.apply(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 2.0))
+    assert ca.counters["fallbacks"] == 1 and ca.counters["captures"] == 0
+    assert any("running the eager engine" in r.getMessage() for r in caplog.records)
+
+
+def test_grad_and_create_graph_use_the_eager_engine():
+    x = nd.randn(3, requires_grad=True)
+    with ca._enable(GM):
+        (g,) = nd.autograd.grad((x * x).sum(), (x,), create_graph=True)
+        assert ca.counters["captures"] == 0  # grad() and create_graph: the eager engine
+        g.sum().backward()  # a plain backward of the graph create_graph built: compiled
+    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 2.0))
+    np.testing.assert_allclose(g.detach().numpy(), 2 * x.detach().numpy())
+    assert ca.counters["captures"] == 1
+
+
+def test_modified_saved_tensor_raises_as_eager():
+    x = nd.randn(3, requires_grad=True)
+    y = x * 1.0
+    z = (y * y).sum()
+    y.add_(1)
+    with ca._enable(GM), pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.backward()
+
+
+def test_config_compiled_autograd_compiles_backward_inside_compiled_code():
+    w = nd.randn(4, 3, requires_grad=True)
+    x = nd.randn(5, 4)
+    nd._dynamo.reset()
+
+    @nd.compile(backend="eager")
+    def step(x):
+        loss = (x @ w).tanh().sum()
+        loss.backward()
+        return loss
+
+    nd._dynamo.config.compiled_autograd = True
+    try:
+        for _ in range(4):
+            step(x)
+    finally:
+        nd._dynamo.config.compiled_autograd = False
+    w2 = w.detach().requires_grad_()
+    for _ in range(4):
+        (x @ w2).tanh().sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy(), rtol=1e-6)
+    assert ca.counters["captures"] == 1 and ca.counters["cache_hits"] >= 2
+    assert nd._dynamo.compiled_autograd is ca
