@@ -44,7 +44,7 @@ from ..autograd.saved import PackedSaved, SavedTensor, _modified_msg, modified_m
 from ..autograd import dispatch_mode as _dispatch_mode
 from .capture import Capture, _CaptureMode, paused
 
-__all__ = ["_enable", "enable", "counters", "reset"]
+__all__ = ["_enable", "enable", "compile_inductor", "counters", "reset"]
 
 log = logging.getLogger("ndgrad.compiler.compiled_autograd")
 counters = collections.Counter()  # captures, cache_hits, fallbacks, unpacks
@@ -80,6 +80,15 @@ def _enable(compiler_fn):
 
 
 enable = _enable
+
+
+def compile_inductor(gm):
+    """A ``compiler_fn``: ``inductor``'s code for the captured backward, without dynamo's guards
+    or AOT autograd around it. The backward graph needs neither: it runs without grad, and the
+    compiled-autograd key already checks every input's shape and dtype."""
+    from .inductor import compile_fx_inner
+
+    return compile_fx_inner(gm, None)
 
 
 # --- the opaque calls of a compiled backward: unpacks, user hooks, accumulation ---
@@ -159,56 +168,77 @@ def _accumulate(k: int, grad) -> None:
 
 # --- lookup ---
 def _freeze(v):
+    try:
+        hash(v)  # nearly always: a tuple of shapes, numbers, dtypes
+        return v
+    except TypeError:
+        pass
     if type(v) in (list, tuple):
         return tuple(_freeze(x) for x in v)
     if type(v) is dict:
         return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
-    try:
-        hash(v)
-    except TypeError:
-        raise _Unsupported(f"an unhashable argument ({type(v).__name__})") from None
-    return v
+    raise _Unsupported(f"an unhashable argument ({type(v).__name__})")
 
 
 def _walk(root):
     """(nodes in visit order, hook layouts, the key, tensor inputs, slots: (unpack hook,
-    packed object) per packed saved value and each hook callable, in visit order)."""
+    packed object) per packed saved value and each hook callable, in visit order). One pass:
+    a node's facts, then its edges, as one flat key (hashed once per backward)."""
     order = [root]
     index = {root: 0}
     stack = [root]
-    while stack:
-        for e in stack.pop().next_edges:
-            if e is not None and e[0] not in index:
-                index[e[0]] = len(order)
-                order.append(e[0])
-                stack.append(e[0])
-    key = []
     inputs: list = list(root.grads)
     slots: list = []
     _tls.packed_slot = {}  # id(PackedSaved) -> its slot (read by _capture)
+    input_of = _tls.input_of = {}  # id(array) -> its index in inputs
     layouts: dict = {}  # node -> its hooks' layout (``_hooks_key``)
-    for g in root.grads:
-        key.append(None if g is None else (g._data.shape, g._data.dtype))
-    for n in order[1:]:
-        t = type(n)
-        hooks = None if n._extra is None else _hooks_key(n._extra, slots)
-        if hooks is not None:
-            layouts[n] = hooks
-        if t is AccumulateGrad:
-            slots.append(n)
-            key.append(("acc", len(slots) - 1, n._in_meta, hooks))
-            continue
-        if not issubclass(t, OpNode):
-            raise _Unsupported(f"node {n.name()} of class {t.__name__}")
-        saved = n._saved
-        if saved is None:
-            raise RuntimeError("Trying to backward through the graph a second time (or directly "
-                               "access saved tensors after they have already been freed).")
-        skey = []
-        for s in saved:
-            skey.append(_saved_key(n, s, inputs, slots))
-        key.append((t, tuple(None if e is None else (index[e[0]], e[1]) for e in n.next_edges),
-                    n._in_meta, _freeze(n._args), tuple(skey), hooks))
+    key = [None if g is None else (g._data.shape, g._data.dtype) for g in root.grads]
+    append = key.append
+    while stack:
+        n = stack.pop()
+        if n is not root:
+            t = type(n)
+            append(t)
+            if n._extra is not None:
+                layouts[n] = hooks = _hooks_key(n._extra, slots)
+                append(hooks)
+            append(n._in_meta)
+            if t is AccumulateGrad:
+                slots.append(n)
+                append(len(slots) - 1)
+                continue
+            if not issubclass(t, OpNode):
+                raise _Unsupported(f"node {n.name()} of class {t.__name__}")
+            saved = n._saved
+            if saved is None:
+                raise RuntimeError("Trying to backward through the graph a second time (or "
+                                   "directly access saved tensors after they have already been "
+                                   "freed).")
+            append(_freeze(n._args))
+            for x in saved:
+                if type(x) is Tensor and not (x._vc is not None and x._vc[0]):
+                    a = x._data  # a saved input at version 0: the tensor itself (hot case)
+                    k = input_of.get(id(a))
+                    if k is None:
+                        k = input_of[id(a)] = len(inputs)
+                        inputs.append(x)
+                    append(k)
+                    append(a.shape)
+                    append(a.dtype)
+                else:
+                    append(_saved_key(n, x, inputs, slots))
+        for e in n.next_edges:
+            if e is None:
+                append(None)
+                continue
+            nxt = e[0]
+            i = index.get(nxt)
+            if i is None:
+                i = index[nxt] = len(order)
+                order.append(nxt)
+                stack.append(nxt)
+            append(i)
+            append(e[1])
     return order, layouts, tuple(key), inputs, slots
 
 
@@ -265,6 +295,17 @@ def _post_hooks(layout, outputs, grads, call):
     return outputs
 
 
+def _input(inputs, t) -> tuple:
+    """A saved tensor's input index (one per distinct array: a weight saved by many nodes is
+    one input) and metadata."""
+    a = t._data
+    k = _tls.input_of.get(id(a))
+    if k is None:
+        k = _tls.input_of[id(a)] = len(inputs)
+        inputs.append(t)
+    return (k, a.shape, a.dtype)
+
+
 def _saved_key(node, s, inputs, slots):
     ts = type(s)
     if s is None:
@@ -275,23 +316,24 @@ def _saved_key(node, s, inputs, slots):
         vc = s._vc
         if vc is not None and vc[0]:
             raise RuntimeError(modified_msg(s, vc[0], 0))
-        inputs.append(s)
-        return ("t", s._data.shape, s._data.dtype)
+        return ("t", _input(inputs, s))
     if ts is SavedTensor:
         if s.tensor is not None:
             t = s.tensor
             vc = t._vc
             if (vc[0] if vc is not None else 0) != s.version:
                 raise RuntimeError(modified_msg(t, vc[0], s.version))
-            inputs.append(t)
-            return ("t", t._data.shape, t._data.dtype)
+            return ("t", _input(inputs, t))
         if s.vc[0] != s.version:
             from .. import _dtype
 
             raise RuntimeError(_modified_msg(s.data.shape, _dtype._FROM_NP[s.data.dtype].legacy,
                                              node, s.output_nr, s.vc[0], s.version))
-        inputs.append(s.make(s.data, None, 0, None))
-        return ("t", s.data.shape, s.data.dtype)
+        k = _tls.input_of.get(id(s.data))
+        if k is None:
+            k = _tls.input_of[id(s.data)] = len(inputs)
+            inputs.append(s.make(s.data, None, 0, None))
+        return ("t", k, s.data.shape, s.data.dtype)
     if ts is PackedSaved:
         slots.append((s.unpack_hook, s.packed))
         _tls.packed_slot[id(s)] = len(slots) - 1
@@ -442,8 +484,7 @@ def _backward(root, keep_graph: bool) -> bool:
 
 def _miss_reason(key) -> str:
     """PyTorch's words for why a key is new: a node class never seen, or changed shapes."""
-    seen = {k[0] for old, _ in _cache for k in old if type(k) is tuple and k and type(k[0]) is type}
-    for k in key:
-        if type(k) is tuple and k and type(k[0]) is type and k[0] not in seen:
-            return "new autograd node"
+    seen = {k for old, _ in _cache for k in old if type(k) is type}
+    if any(type(k) is type and k not in seen for k in key):
+        return "new autograd node"
     return "changed shapes"
