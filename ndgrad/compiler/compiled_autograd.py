@@ -88,7 +88,7 @@ def compile_inductor(gm):
     compiled-autograd key already checks every input's shape and dtype."""
     from .inductor import compile_fx_inner
 
-    return compile_fx_inner(gm, None)
+    return compile_fx_inner(gm, None, array_inputs=True)
 
 
 # --- the opaque calls of a compiled backward: unpacks, user hooks, accumulation ---
@@ -187,7 +187,7 @@ def _walk(root):
     order = [root]
     index = {root: 0}
     stack = [root]
-    inputs: list = list(root.grads)
+    inputs: list = [g._data for g in root.grads]  # arrays: a Tensor is made only if needed
     slots: list = []
     _tls.packed_slot = {}  # id(PackedSaved) -> its slot (read by _capture)
     input_of = _tls.input_of = {}  # id(array) -> its index in inputs
@@ -221,7 +221,7 @@ def _walk(root):
                     k = input_of.get(id(a))
                     if k is None:
                         k = input_of[id(a)] = len(inputs)
-                        inputs.append(x)
+                        inputs.append(a)
                     append(k)
                     append(a.shape)
                     append(a.dtype)
@@ -302,7 +302,7 @@ def _input(inputs, t) -> tuple:
     k = _tls.input_of.get(id(a))
     if k is None:
         k = _tls.input_of[id(a)] = len(inputs)
-        inputs.append(t)
+        inputs.append(a)
     return (k, a.shape, a.dtype)
 
 
@@ -332,7 +332,7 @@ def _saved_key(node, s, inputs, slots):
         k = _tls.input_of.get(id(s.data))
         if k is None:
             k = _tls.input_of[id(s.data)] = len(inputs)
-            inputs.append(s.make(s.data, None, 0, None))
+            inputs.append(s.data)
         return ("t", k, s.data.shape, s.data.dtype)
     if ts is PackedSaved:
         slots.append((s.unpack_hook, s.packed))
@@ -355,7 +355,8 @@ def _capture(root, order, layouts, inputs, slots):
         _record(cap, _call_hook, k, _spec(out), args, out)
         return out
 
-    cap.add_inputs([(f"inputs_{i}", t) for i, t in enumerate(inputs)])
+    cap.add_inputs([(f"inputs_{i}", Tensor._make(a, None, 0, None))
+                    for i, a in enumerate(inputs)])
     packed = [s for n in order[1:] if isinstance(n, OpNode) for s in _flat(n._saved)
               if type(s) is PackedSaved]
     real = [(s, s.unpack_hook) for s in packed]
@@ -473,6 +474,8 @@ def _backward(root, keep_graph: bool) -> bool:
             args = inputs
             del inputs
             try:
+                if not getattr(fn, "_array_inputs", False):
+                    args = [Tensor._make(a, None, 0, None) for a in args]
                 fn(args) if getattr(fn, "_boxed_call", False) else fn(*args)
             finally:
                 _tls.slots = None

@@ -597,9 +597,11 @@ def _device_of(gm, example_inputs):
     return xp, cpu
 
 
-def generate(gm, example_inputs=None, cpp_fusion: bool | None = None) -> tuple:
+def generate(gm, example_inputs=None, cpp_fusion: bool | None = None,
+             array_inputs: bool = False) -> tuple:
     """The source of ``gm`` as one function of a list of inputs, its globals, and the C source of
-    its fused loops ("" when there are none)."""
+    its fused loops ("" when there are none). ``array_inputs``: the list holds the tensors'
+    arrays, not the tensors (compiled autograd's runner)."""
     xp, cpu = _device_of(gm, example_inputs)
     if cpp_fusion is None:
         cpp_fusion = cpp.available()
@@ -674,7 +676,7 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None) -> tuple:
     for v, i in last_item.items():
         dead_at.setdefault(i, []).append(v)
     for n in phs:
-        if _meta(n) is not None:
+        if _meta(n) is not None and not array_inputs:
             g.orig[n] = g.names[n]
             body.append(f"    if {g.names[n]}._view is not None: _refresh({g.names[n]})")
             body.append(f"    a_{n.name} = {g.names[n]}._data")
@@ -731,8 +733,8 @@ def _output(g: _Gen, out) -> tuple:
     return pre, expr
 
 
-def _build(gm, example_inputs, cpp_fusion):
-    src, env, c_src = generate(gm, example_inputs, cpp_fusion)
+def _build(gm, example_inputs, cpp_fusion, array_inputs=False):
+    src, env, c_src = generate(gm, example_inputs, cpp_fusion, array_inputs)
     if c_src:
         env["_lib"] = _LazyLib(cpp.start(c_src, env["_cdef"]), env)
     code = _CODE_CACHE.get(src)
@@ -744,6 +746,7 @@ def _build(gm, example_inputs, cpp_fusion):
     exec(code, env)  # noqa: S102 - our generated code
     fn = env["compiled"]
     fn._boxed_call = True
+    fn._array_inputs = array_inputs
     fn.source = src
     fn.c_source = c_src
     fn.graph_module = gm
@@ -790,17 +793,19 @@ def _pure(gm) -> bool:
     return True
 
 
-def compile_fx_inner(gm, example_inputs, options: dict | None = None):
-    """Compile one graph (a forward or backward half) to a boxed straight-line function."""
+def compile_fx_inner(gm, example_inputs, options: dict | None = None, *,
+                     array_inputs: bool = False):
+    """Compile one graph (a forward or backward half) to a boxed straight-line function (of the
+    inputs' arrays with ``array_inputs``)."""
     opts = dict(_DEFAULTS, **(options or {}))
     want_c = opts["cpp_fusion"]
     if want_c is None:
         want_c = cpp.available()
-    fn = _build(gm, example_inputs, want_c)
+    fn = _build(gm, example_inputs, want_c, array_inputs)
     if opts["max_autotune"] and want_c and fn.c_source and example_inputs is not None \
             and _pure(gm) and all(isinstance(x, Tensor) or not hasattr(x, "shape")
                                   for x in example_inputs):
-        alt = _build(gm, example_inputs, False)
+        alt = _build(gm, example_inputs, False, array_inputs)
         if _time(alt, example_inputs) < _time(fn, example_inputs):
             log.info("max_autotune: NumPy code beats fused C for %s", gm.__class__.__name__)
             fn = alt

@@ -92,7 +92,8 @@ def _train(make, compiler, steps=20):
     return losses
 
 
-@pytest.mark.parametrize("compiler", [GM, _inductor], ids=["graph", "inductor"])
+@pytest.mark.parametrize("compiler", [GM, _inductor, ca.compile_inductor],
+                         ids=["graph", "inductor", "inductor-code"])
 @pytest.mark.parametrize("make", [_mlp, _cnn, _transformer], ids=["mlp", "cnn", "transformer"])
 def test_demo_models_train_to_eager_losses(make, compiler):
     want = _train(make, None)
@@ -111,7 +112,8 @@ def _hooked_step(w, x, log):
     return y.sum(), h
 
 
-@pytest.mark.parametrize("compiler", [GM, _inductor], ids=["graph", "inductor"])
+@pytest.mark.parametrize("compiler", [GM, _inductor, ca.compile_inductor],
+                         ids=["graph", "inductor", "inductor-code"])
 def test_hooks_fire_as_often_and_in_eager_order(compiler):
     def run(compiler):
         nd.manual_seed(0)
@@ -155,7 +157,8 @@ def _blocks_loss(blocks, x, ck):
     return x.pow(2).sum()
 
 
-@pytest.mark.parametrize("compiler", [GM, _inductor], ids=["graph", "inductor"])
+@pytest.mark.parametrize("compiler", [GM, _inductor, ca.compile_inductor],
+                         ids=["graph", "inductor", "inductor-code"])
 @pytest.mark.parametrize("variant", ["checkpoint", "offload"])
 def test_unpack_hooks_fire_in_eager_order(variant, compiler, tmp_path):
     def run(compiler):
