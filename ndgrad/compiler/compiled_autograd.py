@@ -51,6 +51,7 @@ counters = collections.Counter()  # captures, cache_hits, fallbacks, unpacks
 _compiler_fns: list = []  # innermost last
 _cache: dict = {}  # key -> compiled callable
 _warned: set = set()
+_OP_NODES: set = set()  # node classes known to be generated op nodes
 _tls = threading.local()  # .slots: (unpack hook, packed object) per packed value of this run
 
 
@@ -207,26 +208,33 @@ def _walk(root):
                 slots.append(n)
                 append(len(slots) - 1)
                 continue
-            if not issubclass(t, OpNode):
-                raise _Unsupported(f"node {n.name()} of class {t.__name__}")
+            if t not in _OP_NODES:
+                if not issubclass(t, OpNode):
+                    raise _Unsupported(f"node {n.name()} of class {t.__name__}")
+                _OP_NODES.add(t)
             saved = n._saved
             if saved is None:
                 raise RuntimeError("Trying to backward through the graph a second time (or "
                                    "directly access saved tensors after they have already been "
                                    "freed).")
-            append(_freeze(n._args))
+            args = n._args
+            append(_freeze(args) if args else args)
             for x in saved:
-                if type(x) is Tensor and not (x._vc is not None and x._vc[0]):
+                tx = type(x)
+                if tx is SavedTensor and x.tensor is None and x.vc[0] == x.version:
+                    a = x.data  # a saved output (hot case)
+                elif tx is Tensor and not (x._vc is not None and x._vc[0]):
                     a = x._data  # a saved input at version 0: the tensor itself (hot case)
-                    k = input_of.get(id(a))
-                    if k is None:
-                        k = input_of[id(a)] = len(inputs)
-                        inputs.append(a)
-                    append(k)
-                    append(a.shape)
-                    append(a.dtype)
                 else:
                     append(_saved_key(n, x, inputs, slots))
+                    continue
+                k = input_of.get(id(a))
+                if k is None:
+                    k = input_of[id(a)] = len(inputs)
+                    inputs.append(a)
+                append(k)
+                append(a.shape)
+                append(a.dtype)
         for e in n.next_edges:
             if e is None:
                 append(None)
