@@ -186,6 +186,54 @@ def _verdicts(w, med, first) -> list:
     return out
 
 
+def compiled_autograd_rows(n_ops: int, repeat: int) -> str:
+    """The chain's backward alone: the eager engine against compiled autograd (issue 17), with
+    inductor's code (``compile_inductor``) and through ``ndgrad.compile(gm, backend="inductor")``;
+    interleaved, after each compiled variant has captured and compiled (first backward) and run
+    once."""
+    from ndgrad.compiler import compiled_autograd as ca
+
+    w = R.chain(n_ops, 16)
+    leaves, consts = w.data(__import__("numpy").random.default_rng(0))
+    x = ndgrad.tensor(leaves[0], requires_grad=True)
+    c = tuple(ndgrad.tensor(a) for a in consts)
+    variants = {"eager engine": None, "compiled autograd, inductor code": ca.compile_inductor,
+                "compiled autograd, ndgrad.compile inductor":
+                    lambda gm: ndgrad.compile(gm, backend="inductor")}
+
+    def backward(compiler) -> float:
+        y = w.model([x], c)
+        gc.collect()
+        t0 = time.perf_counter()
+        if compiler is None:
+            y.backward()
+        else:
+            with ca._enable(compiler):
+                y.backward()
+        return time.perf_counter() - t0
+
+    first = {}
+    for name, comp in variants.items():
+        if comp is not None:
+            first[name] = backward(comp)  # capture, compile
+            backward(comp)
+            backward(comp)
+    times = {k: [] for k in variants}
+    for _ in range(repeat):
+        for name, comp in variants.items():
+            times[name].append(backward(comp))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    base = med["eager engine"]
+    rows = ["| chain backward | us/node | first backward s | / eager engine |", "|---|---|---|---|"]
+    for name in variants:
+        rows.append(f"| {name} | {med[name] * 1e6 / w.ops:.2f} | "
+                    f"{first.get(name, 0):.2f} | {med[name] / base:.2f}x |")
+    best = min(med[k] for k in variants if k != "eager engine") / base
+    rows.append(f"\n- {w.name}, backward under compiled autograd (inductor) = {best:.2f}x the "
+                f"eager engine's, target <= 0.5x {'met' if best <= 0.5 else 'NOT met'}")
+    return "\n".join(rows)
+
+
 def guard_times(number: int = 2000) -> str:
     """The cost of one cache lookup's guard check: 10 tensor inputs, and a transformer block
     (its module, submodules and parameters guarded)."""
@@ -249,7 +297,8 @@ def main(argv: list[str] | None = None) -> str:
     text = "\n\n".join([
         f"# ndgrad compiled vs eager\n\n1 thread; median of {repeat} interleaved repetitions; "
         f"NumPy {__import__('numpy').__version__}; steps from benchmarks/steps.py "
-        f"(lr {steps.LR}).", "\n".join(lines), "\n".join(verdicts), guard_times()])
+        f"(lr {steps.LR}).", "\n".join(lines), "\n".join(verdicts), guard_times()]
+        + ([compiled_autograd_rows(n, repeat)] if any("chain" in w.name for w in work) else []))
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -56,9 +56,26 @@ def test_memory_benchmark_small_run(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
+    hits = mod.compiled_autograd.counters["cache_hits"]
+    # main() exits when gradients or unpack hook calls differ from the eager engine's.
     text = mod.main(["--blocks", "3", "--width", "64", "--batch", "32", "--out", str(tmp_path / "m.md")])
     assert "gradients identical in all variants: yes" in text
     assert "| checkpoint |" in text and "| offload |" in text
+    # Compiled autograd rows (python and inductor): each measured on a cache hit, calling the
+    # unpack hooks exactly as the eager engine does (count and order).
+    assert mod.compiled_autograd.counters["cache_hits"] >= hits + 4
+    for variant in ("checkpoint", "offload"):
+        eager_calls = text.split(f"| {variant} |")[1].splitlines()[0].split("|")[-2].strip()
+        assert int(eager_calls) > 0
+        for compiler in ("python", "inductor"):
+            name = f"{variant}, compiled autograd ({compiler})"
+            assert f"| {name} |" in text
+            verdict = next(line for line in text.splitlines() if line.startswith(f"- {name}:"))
+            assert "peak during backward / eager engine's peak =" in verdict
+            assert "target <= 1.0x" in verdict  # met or not: small sizes measure bookkeeping
+            assert f"unpack hooks: {eager_calls} calls vs eager's {eager_calls}, same order" in verdict
+        assert f"gradients of {variant}, compiled autograd (inductor): max |diff|" in text
+    assert "target <= 1e-05 NOT met" not in text
 
 
 def test_forward_ad_benchmark_small_run():
@@ -87,4 +104,5 @@ def test_compile_benchmark_small_run(tmp_path):
     assert "ndgrad eager" in text and "ndgrad inductor" in text and "NumPy floor" in text
     assert "first call s (compile)" in text and "inductor (NumPy) / NumPy floor" in text
     assert "target <= 0.95x" in text  # the MLP step's verdict
+    assert "compiled autograd, inductor code" in text  # issue 17's backward rows
     assert "MLP step" in text
