@@ -38,6 +38,7 @@ import numpy as np
 from .._ops.registry import OpNode
 from .._tensor import Tensor
 from ..autograd import engine as _engine
+from ..autograd.function import BackwardCFunction
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.node import AccumulateGrad, GraphRoot, shared_view
 from ..autograd.saved import PackedSaved, SavedTensor, _modified_msg, modified_msg
@@ -159,6 +160,17 @@ def _call_hook(k: int, *args):
 
 
 @_opaque
+def _call_node(k: int, *grads):
+    """A custom ``Function``'s backward node (slot ``k``) applied to ``grads``: its own code
+    with its own saved values, released afterwards as the engine does."""
+    node = _tls.slots[k]
+    out = tuple(node.apply(grads))
+    if not _tls.keep:
+        node._saved = None
+    return out
+
+
+@_opaque
 def _accumulate(k: int, grad) -> None:
     """``grad`` into the leaf of the ``AccumulateGrad`` node in slot ``k`` (stealing or adding,
     then its post-accumulate-grad hooks), where the engine would run that node."""
@@ -193,6 +205,7 @@ def _walk(root):
     _tls.packed_slot = {}  # id(PackedSaved) -> its slot (read by _capture)
     input_of = _tls.input_of = {}  # id(array) -> its index in inputs
     layouts: dict = {}  # node -> its hooks' layout (``_hooks_key``)
+    opaque = _tls.opaque_nodes = {}  # custom Function node -> its slot
     key = [None if g is None else (g._data.shape, g._data.dtype) for g in root.grads]
     append = key.append
     while stack:
@@ -208,33 +221,16 @@ def _walk(root):
                 slots.append(n)
                 append(len(slots) - 1)
                 continue
-            if t not in _OP_NODES:
-                if not issubclass(t, OpNode):
-                    raise _Unsupported(f"node {n.name()} of class {t.__name__}")
-                _OP_NODES.add(t)
-            saved = n._saved
-            if saved is None:
-                raise RuntimeError("Trying to backward through the graph a second time (or "
-                                   "directly access saved tensors after they have already been "
-                                   "freed).")
-            args = n._args
-            append(_freeze(args) if args else args)
-            for x in saved:
-                tx = type(x)
-                if tx is SavedTensor and x.tensor is None and x.vc[0] == x.version:
-                    a = x.data  # a saved output (hot case)
-                elif tx is Tensor and not (x._vc is not None and x._vc[0]):
-                    a = x._data  # a saved input at version 0: the tensor itself (hot case)
-                else:
-                    append(_saved_key(n, x, inputs, slots))
-                    continue
-                k = input_of.get(id(a))
-                if k is None:
-                    k = input_of[id(a)] = len(inputs)
-                    inputs.append(a)
-                append(k)
-                append(a.shape)
-                append(a.dtype)
+            if t not in _OP_NODES and issubclass(t, BackwardCFunction):
+                slots.append(n)  # a custom Function: applied by one opaque call
+                append(len(slots) - 1)
+                opaque[n] = len(slots) - 1
+            else:
+                if t not in _OP_NODES:
+                    if not issubclass(t, OpNode):
+                        raise _Unsupported(f"node {n.name()} of class {t.__name__}")
+                    _OP_NODES.add(t)
+                _op_node_key(n, append, inputs, slots, input_of)
         for e in n.next_edges:
             if e is None:
                 append(None)
@@ -248,6 +244,33 @@ def _walk(root):
             append(i)
             append(e[1])
     return order, layouts, tuple(key), inputs, slots
+
+
+def _op_node_key(n, append, inputs, slots, input_of) -> None:
+    """A generated op node's non-tensor arguments and saved values into the key; its saved
+    arrays into ``inputs``."""
+    saved = n._saved
+    if saved is None:
+        raise RuntimeError("Trying to backward through the graph a second time (or directly "
+                           "access saved tensors after they have already been freed).")
+    args = n._args
+    append(_freeze(args) if args else args)
+    for x in saved:
+        tx = type(x)
+        if tx is SavedTensor and x.tensor is None and x.vc[0] == x.version:
+            a = x.data  # a saved output (hot case)
+        elif tx is Tensor and not (x._vc is not None and x._vc[0]):
+            a = x._data  # a saved input at version 0: the tensor itself (hot case)
+        else:
+            append(_saved_key(n, x, inputs, slots))
+            continue
+        k = input_of.get(id(a))
+        if k is None:
+            k = input_of[id(a)] = len(inputs)
+            inputs.append(a)
+        append(k)
+        append(a.shape)
+        append(a.dtype)
 
 
 def _hooks_key(extra, slots) -> tuple:
@@ -380,6 +403,12 @@ def _capture(root, order, layouts, inputs, slots):
 
     acc_slot = {id(x): k for k, x in enumerate(slots) if type(x) is AccumulateGrad}
 
+    def call_node(k, grads):  # a custom Function's backward: run it, record one opaque call
+        with paused(cap):
+            out = _call_node(k, None, *grads)
+        _record(cap, _call_node, k, _spec(out), grads, out)
+        return out
+
     def accumulate(node, g):  # into .grad for real, and one opaque call in the graph
         k = acc_slot[id(node)]
         _record(cap, _accumulate, k, None, (g,), None)
@@ -391,7 +420,7 @@ def _capture(root, order, layouts, inputs, slots):
     _tls.slots = slots
     try:
         with cap.mode:
-            _replay(root, accumulate, layouts, call)
+            _replay(root, accumulate, layouts, call, call_node)
     finally:
         _tls.slots = None
         for s, hook in real:
@@ -407,10 +436,11 @@ def _flat(saved):
             yield s
 
 
-def _replay(root, accumulate, layouts: dict, call) -> None:
+def _replay(root, accumulate, layouts: dict, call, call_node) -> None:
     """The engine's loop (``_execute_general``'s order: newest sequence number first, buffers
     summed with ``_sum``, outputs conformed, hooks around each node), stopping at the leaves."""
     deps = _engine._count_dependencies(root)
+    opaque = _tls.opaque_nodes
     buffers = {root: ()}
     heap = [(-root.sequence_nr, root)]
     while heap:
@@ -424,7 +454,9 @@ def _replay(root, accumulate, layouts: dict, call) -> None:
                 accumulate(node, grads[0])
             continue
         edges = node.next_edges
-        outputs = _engine._validate_outputs(node, edges, node.apply(grads))
+        k = opaque.get(node)
+        outputs = node.apply(grads) if k is None else call_node(k, grads)
+        outputs = _engine._validate_outputs(node, edges, outputs)
         if layout is not None and layout[4]:
             outputs = _engine._validate_outputs(node, edges,
                                                 _post_hooks(layout, outputs, grads, call))
@@ -461,6 +493,7 @@ def _backward(root, keep_graph: bool) -> bool:
     prev = _grad_state.grad_enabled
     _grad_state.grad_enabled = False
     _tls.hooked = bool(layouts)
+    _tls.keep = keep_graph
     try:
         if fn is None:
             counters["captures"] += 1
@@ -474,8 +507,10 @@ def _backward(root, keep_graph: bool) -> bool:
         else:
             counters["cache_hits"] += 1
             if not keep_graph:  # the graph will be the only owner of saved values
+                opaque = _tls.opaque_nodes  # (a custom Function releases its own after it runs)
                 for n in order:
-                    n._saved = None
+                    if n not in opaque:
+                        n._saved = None
             del order, root
             _tls.slots = slots
             del slots
