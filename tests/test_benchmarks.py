@@ -73,7 +73,8 @@ def test_memory_benchmark_small_run(tmp_path):
             verdict = next(line for line in text.splitlines() if line.startswith(f"- {name}:"))
             assert "peak during backward / eager engine's peak =" in verdict
             assert "target <= 1.0x" in verdict  # met or not: small sizes measure bookkeeping
-            assert f"unpack hooks: {eager_calls} calls vs eager's {eager_calls}, same order" in verdict
+            assert (f"unpack hooks: {eager_calls} calls vs eager's {eager_calls}, same order"
+                    in verdict)
         assert f"gradients of {variant}, compiled autograd (inductor): max |diff|" in text
     assert "target <= 1e-05 NOT met" not in text
 

@@ -31,9 +31,10 @@ _anomaly_state = _anomaly.state
 node_observer = None
 
 
-# Compiled autograd's entry (``compiler/compiled_autograd.py``, a layer up): when set, a plain
-# backward (no create_graph, no inputs=, not re-entrant, no dispatch mode) is offered to it first;
-# it returns False to leave it to this engine.
+# Compiled autograd's entry (``compiler/compiled_autograd.py``, a layer up): when set, a backward
+# without create_graph, not re-entrant and with no dispatch mode active is offered to it first as
+# ``fn(root, task)`` (``task.needed`` / ``captures`` set for ``inputs=``); it returns False to leave
+# it to this engine.
 compiled_backward = [None]
 
 
@@ -165,13 +166,11 @@ def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unus
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         edges.append(e)
     root = GraphRoot(edges, grads)
-    ca = compiled_backward[0]
-    if ca is not None and not create_graph and inputs is None and accumulate \
-            and not _task_stack() and not _modes and ca(root, keep_graph):
-        return None
     task = GraphTask(keep_graph, create_graph)
     task.accumulate = accumulate
-    deps = task.deps = _count_dependencies(root)
+    ca = compiled_backward[0]
+    if ca is not None and (create_graph or _task_stack() or _modes):
+        ca = None  # the eager engine: create_graph, re-entrant, or a dispatch mode active
     if inputs is not None:
         in_edges = []
         for t in inputs:
@@ -197,10 +196,14 @@ def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unus
     try:
         try:
             anomaly = _anomaly_state.enabled
-            if anomaly or _streams_in_use[0]:  # read once per call: the general loop, or the fast one
+            if ca is not None and ca(root, task):
+                pass  # compiled autograd ran it (filling task.captured)
+            elif anomaly or _streams_in_use[0]:  # read once per call: the general loop, or the fast one
+                deps = task.deps = _count_dependencies(root)
                 task.check_nan = anomaly and _anomaly_state.check_nan
                 _execute_general(task, root, deps, anomaly)
             else:
+                deps = task.deps = _count_dependencies(root)
                 _execute(task, root, deps)
         except BaseException:
             for meta, old, saved in reversed(task.journal):

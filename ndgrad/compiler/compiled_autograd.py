@@ -50,7 +50,7 @@ __all__ = ["_enable", "enable", "compile_inductor", "counters", "reset"]
 log = logging.getLogger("ndgrad.compiler.compiled_autograd")
 counters = collections.Counter()  # captures, cache_hits, fallbacks, unpacks
 _compiler_fns: list = []  # innermost last
-_cache: dict = {}  # key -> compiled callable
+_cache: dict = {}  # key -> compiled callable (whichever compiler_fn was current at capture)
 _warned: set = set()
 _OP_NODES: set = set()  # node classes known to be generated op nodes
 _tls = threading.local()  # .slots: (unpack hook, packed object) per packed value of this run
@@ -193,12 +193,12 @@ def _freeze(v):
     raise _Unsupported(f"an unhashable argument ({type(v).__name__})")
 
 
-def _walk(root):
+def _walk(root, needed=None):
     """(nodes in visit order, hook layouts, the key, tensor inputs, slots: (unpack hook,
     packed object) per packed saved value and each hook callable, in visit order). One pass:
     a node's facts, then its edges, as one flat key (hashed once per backward)."""
     order = [root]
-    index = {root: 0}
+    index = _tls.index = {root: 0}
     stack = [root]
     inputs: list = [g._data for g in root.grads]  # arrays: a Tensor is made only if needed
     slots: list = []
@@ -221,7 +221,9 @@ def _walk(root):
                 slots.append(n)
                 append(len(slots) - 1)
                 continue
-            if t not in _OP_NODES and issubclass(t, BackwardCFunction):
+            if needed is not None and n not in needed:
+                append(False)  # off every path to the inputs: never runs, nothing unpacked
+            elif t not in _OP_NODES and issubclass(t, BackwardCFunction):
                 slots.append(n)  # a custom Function: applied by one opaque call
                 append(len(slots) - 1)
                 opaque[n] = len(slots) - 1
@@ -287,9 +289,9 @@ def _hooks_key(extra, slots) -> tuple:
     return (first, tensor, retains, len(extra.pre_hooks), len(extra.post_hooks))
 
 
-def _pre_hooks(layout, grads, call):
-    """Tensor pre-hooks, retains-grad hooks, then node pre-hooks, as the engine runs them;
-    ``call(slot, *args)`` calls the hook of a slot."""
+def _pre_hooks(layout, grads, call, node_pre: bool = True):
+    """Tensor pre-hooks, retains-grad hooks, then (``node_pre``) node pre-hooks, as the engine
+    runs them; ``call(slot, *args)`` calls the hook of a slot."""
     k, tensor, retains, n_pre, _ = layout
     grads = list(grads)
     for nr, count in tensor:
@@ -307,7 +309,7 @@ def _pre_hooks(layout, grads, call):
             call(k, grads[nr])
         k += 1
     grads = tuple(grads)
-    for _ in range(n_pre):
+    for _ in range(n_pre if node_pre else 0):
         r = call(k, grads)
         if r is not None:
             grads = _engine._hook_result(_tls.slots[k], r, grads)
@@ -375,7 +377,7 @@ def _saved_key(node, s, inputs, slots):
 
 
 # --- capture ---
-def _capture(root, order, layouts, inputs, slots):
+def _capture(root, order, layouts, inputs, slots, task):
     """Replay the engine's order on ``root``'s graph under a capture; returns the GraphModule
     and the leaf gradients this run computed (accumulated by the caller)."""
     cap = Capture()
@@ -420,12 +422,13 @@ def _capture(root, order, layouts, inputs, slots):
     _tls.slots = slots
     try:
         with cap.mode:
-            _replay(root, accumulate, layouts, call, call_node)
+            _replay(root, accumulate, layouts, call, call_node, task)
     finally:
         _tls.slots = None
         for s, hook in real:
             s.unpack_hook = hook
-    return cap.finish(())
+    captured = task.captured
+    return cap.finish(() if captured is None else tuple(captured))
 
 
 def _flat(saved):
@@ -436,18 +439,38 @@ def _flat(saved):
             yield s
 
 
-def _replay(root, accumulate, layouts: dict, call, call_node) -> None:
+def _replay(root, accumulate, layouts: dict, call, call_node, task) -> None:
     """The engine's loop (``_execute_general``'s order: newest sequence number first, buffers
-    summed with ``_sum``, outputs conformed, hooks around each node), stopping at the leaves."""
+    summed with ``_sum``, outputs conformed, hooks around each node, ``inputs=`` as
+    ``_before_node``: nodes off the paths skipped, gradients captured), stopping at the leaves."""
     deps = _engine._count_dependencies(root)
     opaque = _tls.opaque_nodes
+    needed, captures, captured = task.needed, task.captures, task.captured
     buffers = {root: ()}
     heap = [(-root.sequence_nr, root)]
     while heap:
         node = heappop(heap)[1]
         grads = buffers.pop(node)
         layout = layouts.get(node)
-        if layout is not None:
+        if needed is not None or captures is not None:
+            runs = needed is None or node in needed or node is root
+            caps = None if captures is None else captures.get(node)
+            if not runs and caps is None:
+                continue
+            if caps is not None and runs:  # captured before its tensor hooks when it runs
+                for nr, k in caps:
+                    captured[k] = grads[nr]
+            if layout is not None:
+                grads = _pre_hooks(layout, grads, call, node_pre=False)
+            if caps is not None and not runs:
+                for nr, k in caps:
+                    captured[k] = grads[nr]
+            if not runs:
+                continue
+            if layout is not None:
+                k0 = layout[0] + sum(c for _, c in layout[1]) + len(layout[2])
+                grads = _pre_hooks((k0, (), (), layout[3], 0), grads, call)  # node pre-hooks
+        elif layout is not None:
             grads = _pre_hooks(layout, grads, call)
         if type(node) is AccumulateGrad:
             if grads[0] is not None:
@@ -477,10 +500,13 @@ def _replay(root, accumulate, layouts: dict, call, call_node) -> None:
 
 
 # --- the engine's entry ---
-def _backward(root, keep_graph: bool) -> bool:
-    """Run ``root``'s backward compiled; False: the caller runs the eager engine."""
+def _backward(root, task) -> bool:
+    """Run ``root``'s backward (the engine's ``task``: ``keep_graph``, and for ``inputs=`` the
+    nodes needed and gradients to capture into ``task.captured``) compiled; False: the caller
+    runs the eager engine."""
+    keep_graph = task.keep_graph
     try:
-        order, layouts, key, inputs, slots = _walk(root)
+        order, layouts, key, inputs, slots = _walk(root, task.needed)
     except _Unsupported as e:
         counters["fallbacks"] += 1
         why = str(e)
@@ -488,49 +514,52 @@ def _backward(root, keep_graph: bool) -> bool:
             _warned.add(why)
             log.warning("compiled autograd: running the eager engine (%s)", why)
         return False
+    task.deps = _tls.index  # will_execute_node: every node reachable
+    if task.captures is not None:  # which gradients are the graph's outputs
+        key += (task.accumulate, tuple((_tls.index[n], tuple(c))
+                                       for n, c in task.captures.items()))
+    if task.needed is not None:
+        key += (tuple(sorted(_tls.index[n] for n in task.needed if n in _tls.index)),)
     compiler_fn = _compiler_fns[-1]
-    fn = _cache.get((key, compiler_fn))
-    prev = _grad_state.grad_enabled
-    _grad_state.grad_enabled = False
+    fn = _cache.get(key)  # as PyTorch: the graph, not the compiler (reset() to switch)
     _tls.hooked = bool(layouts)
     _tls.keep = keep_graph
+    if fn is None:
+        counters["captures"] += 1
+        if _cache:
+            log.info("compiled autograd: Cache miss due to %s", _miss_reason(key))
+        gm = _capture(root, order, layouts, inputs, slots, task)
+        _cache[key] = compiler_fn(gm)
+        if not keep_graph:
+            for n in order:
+                n._saved = None
+        return True
+    counters["cache_hits"] += 1
+    if not keep_graph:  # the graph will be the only owner of saved values
+        opaque = _tls.opaque_nodes  # (a custom Function releases its own after it runs)
+        for n in order:
+            if n not in opaque:
+                n._saved = None
+    del order, root
+    _tls.slots = slots
+    del slots
+    args = inputs
+    del inputs
     try:
-        if fn is None:
-            counters["captures"] += 1
-            if _cache:
-                log.info("compiled autograd: Cache miss due to %s", _miss_reason(key))
-            gm = _capture(root, order, layouts, inputs, slots)
-            _cache[(key, compiler_fn)] = compiler_fn(gm)
-            if not keep_graph:
-                for n in order:
-                    n._saved = None
-        else:
-            counters["cache_hits"] += 1
-            if not keep_graph:  # the graph will be the only owner of saved values
-                opaque = _tls.opaque_nodes  # (a custom Function releases its own after it runs)
-                for n in order:
-                    if n not in opaque:
-                        n._saved = None
-            del order, root
-            _tls.slots = slots
-            del slots
-            args = inputs
-            del inputs
-            try:
-                if not getattr(fn, "_array_inputs", False):
-                    args = [Tensor._make(a, None, 0, None) for a in args]
-                fn(args) if getattr(fn, "_boxed_call", False) else fn(*args)
-            finally:
-                _tls.slots = None
-            del args
+        if not getattr(fn, "_array_inputs", False):
+            args = [Tensor._make(a, None, 0, None) for a in args]
+        out = fn(args) if getattr(fn, "_boxed_call", False) else fn(*args)
     finally:
-        _grad_state.grad_enabled = prev
+        _tls.slots = None
+    del args
+    if task.captured is not None:
+        task.captured[:] = out
     return True
 
 
 def _miss_reason(key) -> str:
     """PyTorch's words for why a key is new: a node class never seen, or changed shapes."""
-    seen = {k for old, _ in _cache for k in old if type(k) is type}
+    seen = {k for old in _cache for k in old if type(k) is type}
     if any(type(k) is type and k not in seen for k in key):
         return "new autograd node"
     return "changed shapes"

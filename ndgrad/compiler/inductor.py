@@ -675,12 +675,19 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None,
     dead_at: dict = {}
     for v, i in last_item.items():
         dead_at.setdefault(i, []).append(v)
+    for i, (kind, x) in enumerate(order):  # a value nothing reads dies where it is made
+        if kind == "node" and x.op != "output" and not x.users \
+                and x.target is not _set_grad_enabled:
+            dead_at.setdefault(i, []).append(x)
     for n in phs:
         if _meta(n) is not None and not array_inputs:
             g.orig[n] = g.names[n]
             body.append(f"    if {g.names[n]}._view is not None: _refresh({g.names[n]})")
             body.append(f"    a_{n.name} = {g.names[n]}._data")
             g.names[n] = f"a_{n.name}"
+    unread = [n for n in phs if not n.users]
+    if unread:  # inputs nothing reads: dropped at once (the caller cleared its list)
+        g.release(unread)
     for i, (kind, x) in enumerate(order):
         dead = dead_at.get(i, ())
         if kind == "group":

@@ -5,6 +5,7 @@ and unpack hooks fire as often, and in the order, that eager fires them."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import numpy as np
@@ -286,6 +287,31 @@ def test_unsupported_graph_falls_back_to_the_eager_engine(caplog):
     assert ca.counters["fallbacks"] == 1 and ca.counters["captures"] == 0
     assert any("running the eager engine (node CopySlices" in r.getMessage()
                for r in caplog.records)
+
+
+@pytest.mark.parametrize("compiler", [GM, ca.compile_inductor], ids=["graph", "inductor-code"])
+def test_grad_and_backward_with_inputs(compiler):
+    """``autograd.grad(outputs, inputs)`` (gradients captured, nothing accumulated) and
+    ``backward(inputs=...)`` (only those accumulated, a non-leaf's too) through the graph."""
+    def run(compiler):
+        nd.manual_seed(0)
+        w = nd.randn(4, 3, dtype=nd.float64, requires_grad=True)
+        b = nd.randn(3, dtype=nd.float64, requires_grad=True)
+        x = nd.randn(5, 4, dtype=nd.float64, requires_grad=True)
+        out = []
+        for _ in range(3):
+            h = (x @ w).tanh()
+            loss = (h + b).pow(2).sum()
+            with (ca._enable(compiler) if compiler else contextlib.nullcontext()):
+                g = nd.autograd.grad(loss, (w, h), retain_graph=True)
+                loss.backward(inputs=[b, h])
+            out += [g[0].numpy(), g[1].numpy(), b.grad.numpy().copy(), h.grad.numpy()]
+            assert w.grad is None and x.grad is None
+        return out
+
+    for a, b in zip(run(compiler), run(None), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert ca.counters["captures"] == 2 and ca.counters["cache_hits"] == 4
 
 
 def test_grad_and_create_graph_use_the_eager_engine():
