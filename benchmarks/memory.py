@@ -41,10 +41,11 @@ from ndgrad.utils.checkpoint import checkpoint  # noqa: E402
 TARGET = 0.4  # checkpointed activation peak / plain activation peak
 TARGET_COMPILED = 1.0  # compiled autograd's backward peak / the eager engine's (issue 17)
 GRAD_RTOL = 1e-5  # inductor rows: max |grad - plain's| / max |plain's| (float32 rounding)
-# One object each: compiled autograd caches its graphs per compiler_fn.
+# Compiled autograd caches graphs by structure (as PyTorch): each compiler starts from reset().
 COMPILERS = {
     "python": lambda gm: gm.forward,
     "inductor": lambda gm: ndgrad.compile(gm, backend="inductor"),
+    "inductor code": compiled_autograd.compile_inductor,
 }
 
 
@@ -129,6 +130,7 @@ def compiled_step(x, x_warm, params, variant: str, tmp: Path, compiler: str) -> 
     gradients) until one captures nothing: the first captures the backward, and a backend may
     capture again on its first calls (``ndgrad.compile`` traces, then AOT autograd traces)."""
     fn = COMPILERS[compiler]
+    compiled_autograd.reset()
     with compiled_autograd._enable(fn):
         for _ in range(4):
             captures = capture_counters["captures"]

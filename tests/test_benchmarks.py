@@ -67,7 +67,7 @@ def test_memory_benchmark_small_run(tmp_path):
     for variant in ("checkpoint", "offload"):
         eager_calls = text.split(f"| {variant} |")[1].splitlines()[0].split("|")[-2].strip()
         assert int(eager_calls) > 0
-        for compiler in ("python", "inductor"):
+        for compiler in ("python", "inductor", "inductor code"):
             name = f"{variant}, compiled autograd ({compiler})"
             assert f"| {name} |" in text
             verdict = next(line for line in text.splitlines() if line.startswith(f"- {name}:"))
