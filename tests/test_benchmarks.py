@@ -56,14 +56,13 @@ def test_memory_benchmark_small_run(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
-    hits = mod.compiled_autograd.counters["cache_hits"]
-    # main() exits when gradients or unpack hook calls differ from the eager engine's.
+    # main() exits when gradients or unpack hook calls differ from the eager engine's, or when a
+    # compiled-autograd row's measured step was not a cache hit.
     text = mod.main(["--blocks", "3", "--width", "64", "--batch", "32", "--out", str(tmp_path / "m.md")])
     assert "gradients identical in all variants: yes" in text
     assert "| checkpoint |" in text and "| offload |" in text
-    # Compiled autograd rows (python and inductor): each measured on a cache hit, calling the
+    # Compiled autograd rows (python, inductor, inductor code): each measured on a cache hit, calling the
     # unpack hooks exactly as the eager engine does (count and order).
-    assert mod.compiled_autograd.counters["cache_hits"] >= hits + 4
     for variant in ("checkpoint", "offload"):
         eager_calls = text.split(f"| {variant} |")[1].splitlines()[0].split("|")[-2].strip()
         assert int(eager_calls) > 0
