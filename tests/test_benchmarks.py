@@ -61,8 +61,8 @@ def test_memory_benchmark_small_run(tmp_path):
     text = mod.main(["--blocks", "3", "--width", "64", "--batch", "32", "--out", str(tmp_path / "m.md")])
     assert "gradients identical in all variants: yes" in text
     assert "| checkpoint |" in text and "| offload |" in text
-    # Compiled autograd rows (python, inductor, inductor code): each measured on a cache hit, calling the
-    # unpack hooks exactly as the eager engine does (count and order).
+    # Compiled autograd rows (python, inductor, inductor code): each measured on a cache hit,
+    # calling the unpack hooks exactly as the eager engine does (count and order).
     for variant in ("checkpoint", "offload"):
         eager_calls = text.split(f"| {variant} |")[1].splitlines()[0].split("|")[-2].strip()
         assert int(eager_calls) > 0

@@ -39,8 +39,7 @@ from .._ops.registry import OpNode
 from .._tensor import Tensor
 from ..autograd import engine as _engine
 from ..autograd.function import BackwardCFunction
-from ..autograd.grad_mode import state as _grad_state
-from ..autograd.node import AccumulateGrad, GraphRoot, shared_view
+from ..autograd.node import AccumulateGrad, shared_view
 from ..autograd.saved import PackedSaved, SavedTensor, _modified_msg, modified_msg
 from ..autograd import dispatch_mode as _dispatch_mode
 from .capture import Capture, _CaptureMode, paused

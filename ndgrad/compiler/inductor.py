@@ -37,7 +37,7 @@ from . import cpp
 from .aot import aot_module_simplified
 from .capture import _set_grad_enabled
 from .logs import artifact
-from .node import Node, TensorMeta, user_to_last_uses
+from .node import Node, TensorMeta
 from .partitioners import default_partition, min_cut_rematerialization_partition
 from . import rowkernels
 from .pointwise import (BOOL_OPS, UFUNCS, Leaf, c_expr, check_numpy, const_dtype, leaves,
@@ -502,7 +502,8 @@ class _Gen:
         if made is None:
             return False
         src, ins, outs = made
-        self.c_kernels.append((kname, src, f"void {kname}({', '.join(['void *'] * (len(ins) + len(outs)))});"))
+        n_args = len(ins) + len(outs)
+        self.c_kernels.append((kname, src, f"void {kname}({', '.join(['void *'] * n_args)});"))
         call = [f"_fb(_cont({self.names[args[i]]}))" if isinstance(args[i], Node)
                 else self.glob(cpp.null(), "NULL") for i in ins]
         names = []
@@ -608,7 +609,6 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None,
     cpp_fusion = bool(cpp_fusion) and cpu
     g = _Gen(gm, xp, cpp_fusion)
     nodes = list(gm.graph.nodes)
-    dying = user_to_last_uses(nodes)
     users = {n: list(n.users) for n in nodes}
     pws = {}
     for n in nodes:

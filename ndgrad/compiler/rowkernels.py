@@ -73,7 +73,8 @@ _LOG_SOFTMAX_BWD = """void KNAME(const T *restrict g, const T *restrict y, T *re
 """
 
 # (x - mean) * rstd, then * w, + b; mean and variance as NumPy's two-pass form
-_LAYER_NORM = """void KNAME(const T *restrict x, const T *restrict w, const T *restrict b, T *restrict y) {
+_LAYER_NORM = """void KNAME(const T *restrict x, const T *restrict w, const T *restrict b,
+           T *restrict y) {
     for (long r = 0; r < ROWS; r++) {
         const T *xr = x + r * COLS;
         T *yr = y + r * COLS;
