@@ -169,8 +169,8 @@ def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unus
     task = GraphTask(keep_graph, create_graph)
     task.accumulate = accumulate
     ca = compiled_backward[0]
-    if ca is not None and (create_graph or _task_stack() or _modes):
-        ca = None  # the eager engine: create_graph, re-entrant, or a dispatch mode active
+    if ca is not None and create_graph:
+        ca = None  # a graph of the backward itself: the eager engine records it
     if inputs is not None:
         in_edges = []
         for t in inputs:
@@ -196,7 +196,7 @@ def run_backward(roots, grads, keep_graph, create_graph, inputs=None, allow_unus
     try:
         try:
             anomaly = _anomaly_state.enabled
-            if ca is not None and ca(root, task):
+            if ca is not None and ca(root, task, len(stack) > 1, bool(_modes)):
                 pass  # compiled autograd ran it (filling task.captured)
             elif anomaly or _streams_in_use[0]:  # read once per call: the general loop, or the fast one
                 deps = task.deps = _count_dependencies(root)

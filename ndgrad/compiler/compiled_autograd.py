@@ -499,20 +499,28 @@ def _replay(root, accumulate, layouts: dict, call, call_node, task) -> None:
 
 
 # --- the engine's entry ---
-def _backward(root, task) -> bool:
+def _fallback(why: str) -> bool:
+    counters["fallbacks"] += 1
+    if why not in _warned:
+        _warned.add(why)
+        log.warning("compiled autograd: running the eager engine (%s)", why)
+    return False
+
+
+def _backward(root, task, reentrant: bool = False, moded: bool = False) -> bool:
     """Run ``root``'s backward (the engine's ``task``: ``keep_graph``, and for ``inputs=`` the
     nodes needed and gradients to capture into ``task.captured``) compiled; False: the caller
-    runs the eager engine."""
+    runs the eager engine (a re-entrant backward, as reentrant checkpointing makes; a dispatch
+    mode, which must see the engine's own op calls; a graph it cannot capture)."""
+    if reentrant:
+        return _fallback("a backward inside a backward (re-entrant)")
+    if moded:
+        return _fallback("a dispatch mode is active")
     keep_graph = task.keep_graph
     try:
         order, layouts, key, inputs, slots = _walk(root, task.needed)
     except _Unsupported as e:
-        counters["fallbacks"] += 1
-        why = str(e)
-        if why not in _warned:
-            _warned.add(why)
-            log.warning("compiled autograd: running the eager engine (%s)", why)
-        return False
+        return _fallback(str(e))
     task.deps = _tls.index  # will_execute_node: every node reachable
     if task.captures is not None:  # which gradients are the graph's outputs
         key += (task.accumulate, tuple((_tls.index[n], tuple(c))

@@ -847,11 +847,17 @@ def inductor_backend(gm, example_inputs, options: dict | None = None):
                                  partition_fn=partition_fn(options))
 
 
+RECOMPUTE_MAX_BYTES = 64 * 1024
+
+
 def partition_fn(options: dict | None = None):
-    """How the joint graph is split: with fused C loops, recomputing pointwise ops in the
-    backward is nearly free (they join loops that run anyway), so save the least memory
-    (min-cut); without them each recomputed op is one more pass over memory, so save what the
-    backward reads (as eager autograd does)."""
+    """How the joint graph is split. With fused C loops, a small pointwise value is recomputed
+    in the backward's loops rather than saved (min-cut; a saved tensor costs more per tensor than
+    its bytes), but one over ``RECOMPUTE_MAX_BYTES`` is saved (recomputing it is one more pass
+    over memory, measured slower on the MLP, CNN and transformer steps). Without the C tier each
+    recomputed op is one more pass: save what the backward reads, as eager autograd does."""
     c = (options or {}).get("cpp_fusion")
-    return min_cut_rematerialization_partition if (cpp.available() if c is None else c) \
-        else default_partition
+    if cpp.available() if c is None else c:
+        return functools.partial(min_cut_rematerialization_partition,
+                                 recompute_max_bytes=RECOMPUTE_MAX_BYTES)
+    return default_partition

@@ -272,10 +272,13 @@ class _Flow:
 
 
 def min_cut_rematerialization_partition(joint_module: GraphModule, _joint_inputs=None, *,
-                                        num_fwd_outputs: int, **kwargs) -> tuple:
+                                        num_fwd_outputs: int, recompute_max_bytes=None,
+                                        **kwargs) -> tuple:
     """Save the set of forward values of least total size (bytes) that separates the forward's
     inputs from what the backward reads, where only pointwise and view ops may be recomputed in
-    the backward; everything else the backward needs is saved. Returns ``(fw_module,
+    the backward; everything else the backward needs is saved. ``recompute_max_bytes``: values
+    larger than this are never recomputed (recomputing a big array costs a pass over memory;
+    saving a small one costs more per tensor than the bytes say). Returns ``(fw_module,
     bw_module)`` as ``default_partition``."""
     j = _Joint(joint_module, num_fwd_outputs)
     cand = [n for n in j.nodes
@@ -285,7 +288,8 @@ def min_cut_rematerialization_partition(joint_module: GraphModule, _joint_inputs
     flow = _Flow(2 * len(cand) + 2)
     for n, i in idx.items():
         flow.edge(2 * i, 2 * i + 1, _nbytes(n))  # saving n costs its size
-        if n.op == "placeholder" or not _recomputable(n):
+        if n.op == "placeholder" or not _recomputable(n) or (
+                recompute_max_bytes is not None and _nbytes(n) > recompute_max_bytes):
             flow.edge(S, 2 * i, _INF)  # must be computed in the forward
         if _bw_reads(j, n):
             flow.edge(2 * i + 1, T, _INF)  # the backward reads it

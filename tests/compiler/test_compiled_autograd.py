@@ -314,6 +314,53 @@ def test_grad_and_backward_with_inputs(compiler):
     assert ca.counters["captures"] == 2 and ca.counters["cache_hits"] == 4
 
 
+def test_reentrant_checkpoint_runs_its_inner_backward_eagerly(caplog):
+    """Reentrant checkpointing calls backward inside backward: the outer graph is compiled (the
+    checkpoint is a custom Function: one opaque call), the inner one runs on the eager engine
+    with the reason logged."""
+    def run(compiler):
+        nd.manual_seed(0)
+        blocks = nd.nn.ModuleList([_Block(8) for _ in range(3)])
+        x = nd.randn(6, 8, dtype=nd.float64, requires_grad=True)
+        for _ in range(2):
+            h = x
+            for b in blocks:
+                h = checkpoint(b, h, use_reentrant=True)
+            loss = h.pow(2).sum()
+            with (ca._enable(compiler) if compiler else contextlib.nullcontext()):
+                loss.backward()
+        return [p.grad.numpy().copy() for p in blocks.parameters()] + [x.grad.numpy()]
+
+    want = run(None)
+    with caplog.at_level(logging.WARNING, logger="ndgrad.compiler.compiled_autograd"):
+        got = run(GM)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert ca.counters["captures"] == 1 and ca.counters["cache_hits"] == 1
+    assert any("a backward inside a backward (re-entrant)" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_a_dispatch_mode_sees_the_eager_engine(caplog):
+    from ndgrad.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = nd.randn(3, requires_grad=True)
+    loss = (x * x).sum()
+    with caplog.at_level(logging.WARNING, logger="ndgrad.compiler.compiled_autograd"):
+        with ca._enable(GM), Log():
+            loss.backward()
+    assert any("mul" in s for s in seen)  # the engine's formulas reached the mode
+    assert ca.counters["fallbacks"] == 1
+    assert any("a dispatch mode is active" in r.getMessage() for r in caplog.records)
+
+
 def test_grad_and_create_graph_use_the_eager_engine():
     x = nd.randn(3, requires_grad=True)
     with ca._enable(GM):
