@@ -400,6 +400,9 @@ def _execute_general(task, root, deps, anomaly: bool) -> None:
                 if anomaly:
                     _anomaly.report(node)
                 raise
+            if not streams:
+                deliver(edges, outputs, buffers, deps, heap)
+                continue
             for e, g in zip(edges, outputs):
                 if e is None:
                     continue
@@ -408,11 +411,7 @@ def _execute_general(task, root, deps, anomaly: bool) -> None:
                 if buf is None:
                     buf = buffers[nxt] = [None] * (len(nxt._in_meta) >> 2)
                 if g is not None:
-                    if streams:
-                        _add(buf, ready, nxt, nr, g, stream)
-                    else:
-                        old = buf[nr]
-                        buf[nr] = g if old is None else _sum(old, g)
+                    _add(buf, ready, nxt, nr, g, stream)
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if not d:
@@ -424,6 +423,25 @@ def _execute_general(task, root, deps, anomaly: bool) -> None:
         caller = _backend.current_stream(s.device)
         if caller != s:
             caller.wait_event(s.record_event())
+
+
+def deliver(edges, outputs, buffers: dict, deps: dict, heap: list) -> None:
+    """A node's gradients into the input buffers of the nodes they flow to (summed where they
+    meet); a node whose last gradient arrived goes on the ready heap (newest first)."""
+    for e, g in zip(edges, outputs):
+        if e is None:
+            continue
+        nxt, nr = e
+        buf = buffers.get(nxt)
+        if buf is None:
+            buf = buffers[nxt] = [None] * (len(nxt._in_meta) >> 2)
+        if g is not None:
+            old = buf[nr]
+            buf[nr] = g if old is None else _sum(old, g)
+        d = deps[nxt] - 1
+        deps[nxt] = d
+        if not d:
+            heappush(heap, (-nxt.sequence_nr, nxt))
 
 
 def _stream_of(node):

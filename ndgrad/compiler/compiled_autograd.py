@@ -31,7 +31,7 @@ import collections
 import contextlib
 import logging
 import threading
-from heapq import heappop, heappush
+from heapq import heappop
 
 import numpy as np
 
@@ -482,20 +482,7 @@ def _replay(root, accumulate, layouts: dict, call, call_node, task) -> None:
         if layout is not None and layout[4]:
             outputs = _engine._validate_outputs(node, edges,
                                                 _post_hooks(layout, outputs, grads, call))
-        for e, g in zip(edges, outputs):
-            if e is None:
-                continue
-            nxt, nr = e
-            buf = buffers.get(nxt)
-            if buf is None:
-                buf = buffers[nxt] = [None] * (len(nxt._in_meta) >> 2)
-            if g is not None:
-                old = buf[nr]
-                buf[nr] = g if old is None else _engine._sum(old, g)
-            d = deps[nxt] - 1
-            deps[nxt] = d
-            if not d:
-                heappush(heap, (-nxt.sequence_nr, nxt))
+        _engine.deliver(edges, outputs, buffers, deps, heap)
 
 
 # --- the engine's entry ---
