@@ -39,6 +39,7 @@ def _inductor(fn, cpp_fusion=None):
     fused C loops where the C tier is on)."""
     def comp(gm, example_inputs):
         return compile_fx_inner(gm, example_inputs, options={"cpp_fusion": cpp_fusion})
+    comp.needs_example_inputs = False  # as inductor_backend: the backward compiles at once
     return aot_function(fn, comp, partition_fn=partition_fn({"cpp_fusion": cpp_fusion}))
 
 

@@ -248,6 +248,8 @@ def _compile(fn, leaves: list, spec, lifted: list, fw_compiler, bw_compiler, par
     entry.num_saved = fw_gm.meta["num_saved"]
     entry.fw = fw_compiler(fw_gm, [leaves[i] for i in entry.tensor_idx])
     entry.bw_compiler = bw_compiler  # compiled at the first backward, on its real inputs
+    if getattr(bw_compiler, "needs_example_inputs", True) is False:
+        entry.bw = bw_compiler(bw_gm, None)  # now: its build overlaps the forward's (inductor)
     entry.fn_cls = _make_function(entry)
     return entry
 

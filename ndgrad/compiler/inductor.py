@@ -843,6 +843,9 @@ def inductor_backend(gm, example_inputs, options: dict | None = None):
             raise RuntimeError(f"Unexpected optimization option {sorted(unknown)[0]}, known "
                                f"options are {list_options()}")
     inner = functools.partial(compile_fx_inner, options=options) if options else compile_fx_inner
+    if not (options or {}).get("triton.cudagraphs") and not (options or {}).get("max_autotune"):
+        inner = functools.partial(inner)
+        inner.needs_example_inputs = False  # the backward compiles with the forward (see aot)
     return aot_module_simplified(gm, example_inputs, fw_compiler=inner, bw_compiler=inner,
                                  partition_fn=partition_fn(options))
 
