@@ -140,6 +140,7 @@ class Build:
                         os.replace(tmp_so, self.so)  # atomic: other processes see all or nothing
                     finally:
                         self.proc = None
+                        _pending.pop(self.key, None)
                         for p in (tmp_c, tmp_so):
                             if os.path.exists(p):
                                 os.unlink(p)
