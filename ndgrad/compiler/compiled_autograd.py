@@ -486,11 +486,11 @@ def _replay(root, accumulate, layouts: dict, call, call_node, task) -> None:
 
 
 # --- the engine's entry ---
-def _fallback(why: str) -> bool:
+def _fallback(why: str, level: int = logging.WARNING) -> bool:
     counters["fallbacks"] += 1
     if why not in _warned:
         _warned.add(why)
-        log.warning("compiled autograd: running the eager engine (%s)", why)
+        log.log(level, "compiled autograd: running the eager engine (%s)", why)
     return False
 
 
@@ -499,10 +499,10 @@ def _backward(root, task, reentrant: bool = False, moded: bool = False) -> bool:
     nodes needed and gradients to capture into ``task.captured``) compiled; False: the caller
     runs the eager engine (a re-entrant backward, as reentrant checkpointing makes; a dispatch
     mode, which must see the engine's own op calls; a graph it cannot capture)."""
-    if reentrant:
-        return _fallback("a backward inside a backward (re-entrant)")
-    if moded:
-        return _fallback("a dispatch mode is active")
+    if reentrant:  # by design (reentrant checkpointing): said at INFO
+        return _fallback("a backward inside a backward (re-entrant)", logging.INFO)
+    if moded:  # e.g. a compile capturing the code that calls backward(): INFO too
+        return _fallback("a dispatch mode is active", logging.INFO)
     keep_graph = task.keep_graph
     try:
         order, layouts, key, inputs, slots = _walk(root, task.needed)

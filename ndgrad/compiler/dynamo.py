@@ -286,9 +286,7 @@ class CompiledFunction:
         return self._call(args, kwargs)
 
     def _backward_compiler(self, gm):
-        if self.mode is not None:
-            return compile(gm, backend=self.backend, mode=self.mode)
-        return compile(gm, backend=self.backend, options=self.options)
+        return compile(gm, backend=self.backend)  # the resolved backend: mode and options in it
 
     def _call(self, args, kwargs):
         if tls.capture is not None:  # called inside another capture: inlined into its graph

@@ -332,7 +332,7 @@ def test_reentrant_checkpoint_runs_its_inner_backward_eagerly(caplog):
         return [p.grad.numpy().copy() for p in blocks.parameters()] + [x.grad.numpy()]
 
     want = run(None)
-    with caplog.at_level(logging.WARNING, logger="ndgrad.compiler.compiled_autograd"):
+    with caplog.at_level(logging.INFO, logger="ndgrad.compiler.compiled_autograd"):
         got = run(GM)
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
@@ -353,7 +353,7 @@ def test_a_dispatch_mode_sees_the_eager_engine(caplog):
 
     x = nd.randn(3, requires_grad=True)
     loss = (x * x).sum()
-    with caplog.at_level(logging.WARNING, logger="ndgrad.compiler.compiled_autograd"):
+    with caplog.at_level(logging.INFO, logger="ndgrad.compiler.compiled_autograd"):
         with ca._enable(GM), Log():
             loss.backward()
     assert any("mul" in s for s in seen)  # the engine's formulas reached the mode
@@ -381,12 +381,17 @@ def test_modified_saved_tensor_raises_as_eager():
         z.backward()
 
 
-def test_config_compiled_autograd_compiles_backward_inside_compiled_code():
+@pytest.mark.parametrize("kwargs", [{"backend": "eager"}, {"mode": "reduce-overhead"},
+                                    {"options": {"cpp_fusion": False}}],
+                         ids=["eager", "mode", "options"])
+def test_config_compiled_autograd_compiles_backward_inside_compiled_code(kwargs):
+    """The backward graph is compiled with the function's backend, mode and options as
+    resolved for it (a mode is not applied twice)."""
     w = nd.randn(4, 3, requires_grad=True)
     x = nd.randn(5, 4)
     nd._dynamo.reset()
 
-    @nd.compile(backend="eager")
+    @nd.compile(**kwargs)
     def step(x):
         loss = (x @ w).tanh().sum()
         loss.backward()
