@@ -135,7 +135,8 @@ def _comment(n: Node, include_stride: bool, include_device: bool) -> str:
 
 
 def python_code(graph, root_module: str = "self", *, verbose: bool = False,
-                include_stride: bool = False, include_device: bool = False) -> PythonCode:
+                include_stride: bool = False, include_device: bool = False,
+                boxed: bool = False) -> PythonCode:
     nodes = list(graph.nodes)
     g = _Globals({n.name for n in nodes})
     frees = user_to_last_uses(nodes)
@@ -173,6 +174,11 @@ def python_code(graph, root_module: str = "self", *, verbose: bool = False,
         if dead:
             code += ";  " + " = ".join(v.name for v in dead) + " = None"
         body.append((code, _comment(n, include_stride, include_device)))
+    if boxed:  # one list in, unpacked and cleared: each value then lives until its last use
+        names = [p.split(" = ")[0] for p in params]
+        unpack = f"{', '.join(names)}{',' if len(names) == 1 else ''} = inputs; " if names else ""
+        body.insert(0, (unpack + "inputs.clear()", ""))
+        params = ["inputs"]
     head = f"def forward({', '.join([root_module] + params)}):"
     lines = [_with_comment(head, "  ".join(sig_types), 0)]
     lines += [_with_comment("    " + code, c, 4) for code, c in body]

@@ -427,6 +427,7 @@ def _capture(root, order, layouts, inputs, slots, task):
         for s, hook in real:
             s.unpack_hook = hook
     captured = task.captured
+    cap.graph.boxed = True  # gm.forward(inputs) clears the list: the graph owns the values
     return cap.finish(() if captured is None else tuple(captured))
 
 
@@ -542,7 +543,7 @@ def _backward(root, task, reentrant: bool = False, moded: bool = False) -> bool:
     try:
         if not getattr(fn, "_array_inputs", False):
             args = [Tensor._make(a, None, 0, None) for a in args]
-        out = fn(args) if getattr(fn, "_boxed_call", False) else fn(*args)
+        out = fn(args)  # the graph is boxed: one list, which the callee clears
     finally:
         _tls.slots = None
     del args

@@ -98,6 +98,9 @@ class Graph:
         self.owning_module = owning_module
         self._tracer_cls = tracer_cls
         self._codegen_globals: dict = {}
+        # ``forward(self, inputs)``: one list of the placeholders' values, unpacked and cleared
+        # at once (the boxed convention; FX's ``_BoxedCodeGen``, used by compiled autograd)
+        self.boxed = False
 
     @property
     def nodes(self) -> _NodeList:
@@ -271,7 +274,8 @@ class Graph:
                     include_stride: bool = False, include_device: bool = False):
         """The graph as Python source: a ``PythonCode`` with ``src`` and ``globals``."""
         return codegen.python_code(self, root_module, verbose=verbose,
-                                   include_stride=include_stride, include_device=include_device)
+                                   include_stride=include_stride, include_device=include_device,
+                                   boxed=self.boxed)
 
     def __str__(self) -> str:
         lines = ["graph():"]

@@ -121,7 +121,10 @@ class GraphModule(Module):
         """Regenerate ``code`` and ``forward`` from the graph; returns the ``PythonCode``."""
         python_code = self.graph.python_code(root_module="self")
         self.__dict__["_code"] = python_code.src
-        type(self).forward = _exec_forward(python_code.src, python_code.globals)
+        forward = _exec_forward(python_code.src, python_code.globals)
+        if self.graph.boxed:
+            forward._boxed_call = True
+        type(self).forward = forward
         return python_code
 
     def print_readable(self, print_output: bool = True, include_stride: bool = False,

@@ -214,6 +214,8 @@ def test_unpacks_are_placed_just_before_their_first_use(tmp_path):
             loss = _blocks_loss(blocks, x, False)
         loss.backward()
     (gm,) = graphs
+    assert gm.code.startswith("def forward(self, inputs):") and "inputs.clear()" in gm.code
+    assert gm.forward._boxed_call  # the runner hands over one list, which the graph clears
     nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
     unpacks = [i for i, n in enumerate(nodes) if n.target is ca._unpack]
     assert len(unpacks) >= 8
