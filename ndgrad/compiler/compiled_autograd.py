@@ -96,7 +96,9 @@ def compile_inductor(gm):
 def _spec(out):
     """What an opaque call returned, as a hashable description (a graph constant)."""
     if isinstance(out, Tensor):
-        return ("t", tuple(out._data.shape), out._data.dtype.str)
+        dev = out.device
+        return ("t", tuple(out._data.shape), out._data.dtype.str,
+                None if dev.type == "cpu" else str(dev))
     if type(out) in (tuple, list):
         return tuple(_spec(o) for o in out)
     return None
@@ -107,7 +109,9 @@ def _stand_in(spec):
     if spec is None:
         return None
     if spec and spec[0] == "t":
-        return Tensor._make(np.zeros(spec[1], np.dtype(spec[2])), None, 0, None)
+        _, shape, dtype, device = spec
+        t = Tensor._make(np.zeros(shape, np.dtype(dtype)), None, 0, None)
+        return t if device is None else t.to(device)  # (called while the capture is paused)
     return tuple(_stand_in(x) for x in spec)
 
 
@@ -123,11 +127,8 @@ def _opaque(fn):
             return fn(k, *args)
         from .breaks import tls as _dyn
 
-        if _dyn.capture is cap:
-            with paused(cap):
-                out = fn(k, *args)
-        else:
-            out = _stand_in(spec)
+        with paused(cap):
+            out = fn(k, *args) if _dyn.capture is cap else _stand_in(spec)
         _record(cap, call, k, spec, args, out)
         return out
 
