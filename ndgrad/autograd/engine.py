@@ -400,22 +400,9 @@ def _execute_general(task, root, deps, anomaly: bool) -> None:
                 if anomaly:
                     _anomaly.report(node)
                 raise
-            if not streams:
-                deliver(edges, outputs, buffers, deps, heap)
-                continue
-            for e, g in zip(edges, outputs):
-                if e is None:
-                    continue
-                nxt, nr = e
-                buf = buffers.get(nxt)
-                if buf is None:
-                    buf = buffers[nxt] = [None] * (len(nxt._in_meta) >> 2)
-                if g is not None:
-                    _add(buf, ready, nxt, nr, g, stream)
-                d = deps[nxt] - 1
-                deps[nxt] = d
-                if not d:
-                    heappush(heap, (-nxt.sequence_nr, nxt))
+            deliver(edges, outputs, buffers, deps, heap,
+                    None if not streams else
+                    lambda buf, nxt, nr, g: _add(buf, ready, nxt, nr, g, stream))
     finally:
         if anomaly:
             _anomaly.set_current_node(outer)
@@ -425,9 +412,10 @@ def _execute_general(task, root, deps, anomaly: bool) -> None:
             caller.wait_event(s.record_event())
 
 
-def deliver(edges, outputs, buffers: dict, deps: dict, heap: list) -> None:
+def deliver(edges, outputs, buffers: dict, deps: dict, heap: list, put=None) -> None:
     """A node's gradients into the input buffers of the nodes they flow to (summed where they
-    meet); a node whose last gradient arrived goes on the ready heap (newest first)."""
+    meet, or by ``put(buf, node, slot, grad)``: the streams' ordering); a node whose last
+    gradient arrived goes on the ready heap (newest first)."""
     for e, g in zip(edges, outputs):
         if e is None:
             continue
@@ -436,8 +424,11 @@ def deliver(edges, outputs, buffers: dict, deps: dict, heap: list) -> None:
         if buf is None:
             buf = buffers[nxt] = [None] * (len(nxt._in_meta) >> 2)
         if g is not None:
-            old = buf[nr]
-            buf[nr] = g if old is None else _sum(old, g)
+            if put is not None:
+                put(buf, nxt, nr, g)
+            else:
+                old = buf[nr]
+                buf[nr] = g if old is None else _sum(old, g)
         d = deps[nxt] - 1
         deps[nxt] = d
         if not d:

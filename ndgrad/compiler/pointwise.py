@@ -88,22 +88,8 @@ _LOWER = {
     "rsub.Scalar": lambda a, b, alpha: ("sub", b, _scaled(a, alpha)),
     "mul.Tensor": lambda a, b: ("mul", a, b),
     "div.Tensor_mode": lambda a, b, mode: ("div", a, b) if mode is None else None,
-    "neg": lambda a: ("neg", a),
-    "abs": lambda a: ("abs", a),
-    "exp": lambda a: ("exp", a),
-    "exp2": lambda a: ("exp2", a),
-    "expm1": lambda a: ("expm1", a),
-    "log": lambda a: ("log", a),
-    "log1p": lambda a: ("log1p", a),
-    "sqrt": lambda a: ("sqrt", a),
     "rsqrt": lambda a: ("div", 1.0, ("sqrt", a)),
     "reciprocal": lambda a: ("div", 1.0, a),
-    "sin": lambda a: ("sin", a),
-    "cos": lambda a: ("cos", a),
-    "tanh": lambda a: ("tanh", a),
-    "erf": lambda a: ("erf", a),
-    "sigmoid": lambda a: ("sigmoid", a),
-    "relu": lambda a: ("relu", a),
     "silu": lambda a: ("mul", a, ("sigmoid", a)),
     "leaky_relu": lambda a, s: _where(("gt", a, 0), a, ("mul", a, s)),
     "gelu": _gelu,
@@ -124,6 +110,11 @@ _LOWER = {
     "lerp.Tensor": lambda a, b, w: ("add", a, ("mul", w, ("sub", b, a))),
     "clone": lambda a, memory_format: ("pos", a),
 }
+
+# ops whose tree is their own name on one operand
+_LOWER.update({name: (lambda a, op=name: (op, a)) for name in (
+    "neg", "abs", "exp", "exp2", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
+    "sigmoid", "relu")})
 
 BOOL_OPS = frozenset(("gt", "ge", "lt", "le", "eq", "ne"))
 

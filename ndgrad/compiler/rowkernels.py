@@ -19,8 +19,7 @@ _SOFTMAX = """void KNAME(const T *restrict x, T *restrict y) {
     for (long r = 0; r < ROWS; r++) {
         const T *xr = x + r * COLS;
         T *yr = y + r * COLS;
-        T m = xr[0];
-        for (long c = 1; c < COLS; c++) m = xr[c] > m ? xr[c] : m;
+        ROW_MAX
         T s = 0;
         #pragma omp simd reduction(+:s)
         for (long c = 0; c < COLS; c++) { const T e = expF(xr[c] - m); yr[c] = e; s += e; }
@@ -34,8 +33,7 @@ _LOG_SOFTMAX = """void KNAME(const T *restrict x, T *restrict y) {
     for (long r = 0; r < ROWS; r++) {
         const T *xr = x + r * COLS;
         T *yr = y + r * COLS;
-        T m = xr[0];
-        for (long c = 1; c < COLS; c++) m = xr[c] > m ? xr[c] : m;
+        ROW_MAX
         T s = 0;
         #pragma omp simd reduction(+:s)
         for (long c = 0; c < COLS; c++) s += expF(xr[c] - m);
@@ -78,14 +76,7 @@ _LAYER_NORM = """void KNAME(const T *restrict x, const T *restrict w, const T *r
     for (long r = 0; r < ROWS; r++) {
         const T *xr = x + r * COLS;
         T *yr = y + r * COLS;
-        T s = 0;
-        #pragma omp simd reduction(+:s)
-        for (long c = 0; c < COLS; c++) s += xr[c];
-        const T mean = s / (T)COLS;
-        T v = 0;
-        #pragma omp simd reduction(+:v)
-        for (long c = 0; c < COLS; c++) { const T d = xr[c] - mean; v += d * d; }
-        const T rstd = (T)1 / sqrtF(v / (T)COLS + (T)EPS);
+        MEAN_RSTD
         #pragma omp simd
         for (long c = 0; c < COLS; c++) yr[c] = (xr[c] - mean) * rstd WEIGHT BIAS;
     }
@@ -99,14 +90,7 @@ _LAYER_NORM_BWD = """void KNAME(const T *restrict g, const T *restrict x, const 
     for (long c = 0; c < 2 * COLS; c++) acc[c] = 0;
     for (long r = 0; r < ROWS; r++) {
         const T *xr = x + r * COLS, *gr = g + r * COLS;
-        T s = 0;
-        #pragma omp simd reduction(+:s)
-        for (long c = 0; c < COLS; c++) s += xr[c];
-        const T mean = s / (T)COLS;
-        T v = 0;
-        #pragma omp simd reduction(+:v)
-        for (long c = 0; c < COLS; c++) { const T d = xr[c] - mean; v += d * d; }
-        const T rstd = (T)1 / sqrtF(v / (T)COLS + (T)EPS);
+        MEAN_RSTD
         T sg = 0, sgx = 0;
         #pragma omp simd reduction(+:sg, sgx)
         for (long c = 0; c < COLS; c++) {
@@ -131,6 +115,28 @@ _LAYER_NORM_BWD = """void KNAME(const T *restrict g, const T *restrict x, const 
     if (DB) for (long c = 0; c < COLS; c++) db[c] = (T)acc[COLS + c];
 }
 """
+
+
+# Pieces two kernels share: the row's max (softmaxes), its mean and 1/std (layer norms).
+_PIECES = {
+    "        ROW_MAX\n": """        T m = xr[0];
+        for (long c = 1; c < COLS; c++) m = xr[c] > m ? xr[c] : m;
+""",
+    "        MEAN_RSTD\n": """        T s = 0;
+        #pragma omp simd reduction(+:s)
+        for (long c = 0; c < COLS; c++) s += xr[c];
+        const T mean = s / (T)COLS;
+        T v = 0;
+        #pragma omp simd reduction(+:v)
+        for (long c = 0; c < COLS; c++) { const T d = xr[c] - mean; v += d * d; }
+        const T rstd = (T)1 / sqrtF(v / (T)COLS + (T)EPS);
+""",
+}
+
+
+for _token, _piece in _PIECES.items():  # once, at import
+    _SOFTMAX, _LOG_SOFTMAX, _LAYER_NORM, _LAYER_NORM_BWD = (
+        t.replace(_token, _piece) for t in (_SOFTMAX, _LOG_SOFTMAX, _LAYER_NORM, _LAYER_NORM_BWD))
 
 
 def _fill(src: str, kname: str, dt, rows: int, cols: int, **more) -> str:

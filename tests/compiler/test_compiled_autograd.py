@@ -25,6 +25,11 @@ def _inductor(gm):
     return nd.compile(gm, backend="inductor")
 
 
+def _compiled(compiler):
+    """Compiled autograd with ``compiler`` within; the eager engine when it is None."""
+    return contextlib.nullcontext() if compiler is None else ca._enable(compiler)
+
+
 @pytest.fixture(autouse=True)
 def _fresh():
     ca.reset()
@@ -43,11 +48,8 @@ def _sample_grads(rec, args, kwargs, leaves, compiler=None):
         return None
     ws = [nd.Tensor._make(np.random.RandomState(1).standard_normal(o.shape)
                           .astype(o._data.dtype), None, 0, None) for o in diff]
-    if compiler is None:
+    with _compiled(compiler):
         nd.autograd.backward(diff, ws)
-    else:
-        with ca._enable(compiler):
-            nd.autograd.backward(diff, ws)
     return [None if t.grad is None else t.grad.numpy().copy() for t in leaves]
 
 
@@ -83,11 +85,8 @@ def _train(make, compiler, steps=20):
         nd.manual_seed(100 + i)
         opt.zero_grad()
         loss = step(model, *data)
-        if compiler is None:
+        with _compiled(compiler):
             loss.backward()
-        else:
-            with ca._enable(compiler):
-                loss.backward()
         opt.step()
         losses.append(loss.item())
     return losses
@@ -126,11 +125,8 @@ def test_hooks_fire_as_often_and_in_eager_order(compiler):
         retained = []
         for _ in range(3):
             loss, h = _hooked_step(w, x, log)
-            if compiler is None:
+            with _compiled(compiler):
                 loss.backward()
-            else:
-                with ca._enable(compiler):
-                    loss.backward()
             retained.append(h.grad.numpy().copy())
         return w.grad.numpy(), x.grad.numpy(), retained, log
 
@@ -184,11 +180,8 @@ def test_unpack_hooks_fire_in_eager_order(variant, compiler, tmp_path):
                     loss = _blocks_loss(blocks, x, False)
             else:
                 loss = _blocks_loss(blocks, x, True)
-            if compiler is None:
+            with _compiled(compiler):
                 loss.backward()
-            else:
-                with ca._enable(compiler):
-                    loss.backward()
         return [p.grad.numpy().copy() for p in blocks.parameters()], log
 
     (want, want_log), (got, got_log) = run(None), run(compiler)
@@ -266,11 +259,8 @@ def test_custom_function_backward_is_one_opaque_call(compiler):
         x = nd.randn(5, 4, dtype=nd.float64)
         for k in (1.0, 2.0, 3.0):
             loss = _Cube.apply((x @ w).tanh(), k).sum()
-            if compiler is None:
+            with _compiled(compiler):
                 loss.backward()
-            else:
-                with ca._enable(compiler):
-                    loss.backward()
         return w.grad.numpy()
 
     np.testing.assert_allclose(run(compiler), run(None), rtol=1e-12)
@@ -304,7 +294,7 @@ def test_grad_and_backward_with_inputs(compiler):
         for _ in range(3):
             h = (x @ w).tanh()
             loss = (h + b).pow(2).sum()
-            with (ca._enable(compiler) if compiler else contextlib.nullcontext()):
+            with _compiled(compiler):
                 g = nd.autograd.grad(loss, (w, h), retain_graph=True)
                 loss.backward(inputs=[b, h])
             out += [g[0].numpy(), g[1].numpy(), b.grad.numpy().copy(), h.grad.numpy()]
@@ -329,7 +319,7 @@ def test_reentrant_checkpoint_runs_its_inner_backward_eagerly(caplog):
             for b in blocks:
                 h = checkpoint(b, h, use_reentrant=True)
             loss = h.pow(2).sum()
-            with (ca._enable(compiler) if compiler else contextlib.nullcontext()):
+            with _compiled(compiler):
                 loss.backward()
         return [p.grad.numpy().copy() for p in blocks.parameters()] + [x.grad.numpy()]
 

@@ -11,10 +11,9 @@ import functools
 import numpy as np
 import pytest
 from test_aot import CASES, check_backend_on_sample
+from test_capture_models import MODELS
 
 import ndgrad as nd
-import ndgrad.nn.functional as F
-from ndgrad import nn
 from ndgrad.compiler import capture, cpp
 from ndgrad.compiler import inductor as ind
 from ndgrad.compiler.aot import aot_function
@@ -100,34 +99,16 @@ def test_code_is_cached_by_graph_structure():
     assert ind.counters["cache_hits"] == before["cache_hits"] + 2
 
 
-# --- the demo models (tests/ops/test_replay.py's), 20 steps ---
-def _mlp():
-    model = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 5))
-    x, y = nd.randn(16, 12), nd.randint(0, 5, (16,))
-    return model, (x, y), lambda m, x, y: F.cross_entropy(m(x), y), \
-        lambda p: nd.optim.SGD(p, lr=0.1, momentum=0.9)
+# --- the demo models (tests/ops/test_replay.py's, as test_capture_models builds them), 20 steps
+def _with_optimizer(name, make_opt):
+    def make():
+        return (*MODELS[name](), make_opt)
+    return make
 
 
-def _cnn():
-    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                          nn.Linear(4 * 4 * 4, 10))
-    x, y = nd.randn(6, 1, 8, 8), nd.randint(0, 10, (6,))
-    return model, (x, y), lambda m, x, y: F.cross_entropy(m(x), y), \
-        lambda p: nd.optim.SGD(p, lr=0.05)
-
-
-def _transformer():
-    block = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, dropout=0.1,
-                                       activation="gelu", batch_first=True)
-    model = nn.ModuleList([block, nn.Linear(16, 7)])
-    x, y = nd.randn(3, 5, 16), nd.randint(0, 7, (3, 5))
-    mask = nd.triu(nd.full((5, 5), float("-inf")), diagonal=1)
-
-    def step(m, x, y, mask):
-        h = m[0](x, src_mask=mask)
-        return F.cross_entropy(m[1](h).reshape(-1, 7), y.reshape(-1))
-
-    return model, (x, y, mask), step, lambda p: nd.optim.AdamW(p, lr=0.01)
+_mlp = _with_optimizer("mlp-dropout", lambda p: nd.optim.SGD(p, lr=0.1, momentum=0.9))
+_cnn = _with_optimizer("cnn", lambda p: nd.optim.SGD(p, lr=0.05))
+_transformer = _with_optimizer("transformer-block", lambda p: nd.optim.AdamW(p, lr=0.01))
 
 
 def _train(make, compiled: bool, cpp_fusion=None):
