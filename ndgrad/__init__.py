@@ -34,6 +34,8 @@ from . import utils  # noqa: F401
 from . import ops  # noqa: F401
 from . import cuda  # noqa: F401
 from . import profiler  # noqa: F401
+from . import futures  # noqa: F401
+from . import distributed, multiprocessing  # noqa: F401
 from . import compiler, fx  # noqa: F401
 from . import _dynamo, _logging  # noqa: F401
 from .compiler.dynamo import compile  # noqa: A004  (torch.compile)

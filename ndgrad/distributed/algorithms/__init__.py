@@ -1,0 +1,3 @@
+"""``ndgrad.distributed.algorithms``: communication hooks for ``DistributedDataParallel``."""
+
+from . import ddp_comm_hooks  # noqa: F401
