@@ -61,12 +61,18 @@ def export_torchrun_env() -> None:
     env.setdefault("MASTER_PORT", "29500")
 
 
+_module = None
+
+
 def MPI():
-    try:
-        from mpi4py import MPI as mod
-    except ImportError as e:
-        raise RuntimeError(INSTALL) from e
-    return mod
+    global _module
+    if _module is None:
+        try:
+            from mpi4py import MPI as mod
+        except ImportError as e:
+            raise RuntimeError(INSTALL) from e
+        _module = mod
+    return _module
 
 
 def available() -> bool:

@@ -36,8 +36,8 @@ _READY_TWICE = (
     "result in the same set of parameters been used by different reentrant backward passes "
     "multiple times, and hence marking a variable ready multiple times. DDP does not support "
     "such use cases in default. You can try to use _set_static_graph() as a workaround if your "
-    "module graph does not change over iterations.\nParameter at index {index} has been marked "
-    "as ready twice. This means that multiple autograd engine  hooks have fired for this "
+    "module graph does not change over iterations.\nParameter at index {index} with name {name} "
+    "has been marked as ready twice. This means that multiple autograd engine  hooks have fired for this "
     "particular parameter during this iteration.")
 
 _UNFINISHED = (
@@ -202,8 +202,9 @@ class Reducer:
     def __init__(self, params, bucket_indices, per_bucket_size_limits, process_group,
                  bucket_bytes_cap: int, find_unused_parameters: bool,
                  gradient_as_bucket_view: bool, first_bucket_bytes: int,
-                 static_graph: bool = False):
+                 static_graph: bool = False, param_names=None):
         self.params = params
+        self.names = param_names
         self.pg = process_group
         self.world = c10d.get_world_size(process_group)
         self.rank = c10d.get_rank(process_group)
@@ -373,7 +374,8 @@ class Reducer:
 
     def _mark_ready(self, index: int) -> None:
         if self.ready[index]:
-            raise RuntimeError(_READY_TWICE.format(index=index))
+            name = self.names[index] if self.names else "(unknown)"
+            raise RuntimeError(_READY_TWICE.format(index=index, name=name))
         self.ready[index] = True
         self.require_finalize = True
         self._copy_in(index)

@@ -11,6 +11,7 @@ not contiguous goes through a contiguous copy written back on completion.
 from __future__ import annotations
 
 import enum
+import os
 import time
 from datetime import timedelta
 
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 default_pg_timeout = timedelta(minutes=30)
+_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 _NCCL_TIMEOUT = timedelta(minutes=10)
 _NOT_INITIALIZED = ("Default process group has not been initialized, please make sure to call "
                     "init_process_group.")
@@ -190,17 +192,20 @@ class Work:
             deadline = time.monotonic() + limit.total_seconds()
             poll = self._poll
             n = 0
-            # MPI progresses only inside MPI calls; spinning on Test is what MPI_Wait does, and
-            # looking at the clock every few hundred polls keeps the spin cheap.
+            # MPI progresses only inside MPI calls, so waiting is polling (MPI_Wait spins too).
+            # After a short spin each poll yields the core: with more ranks than cores, the rank
+            # we wait for may need this one to run.
             while not poll():
                 n += 1
-                if n & 255 == 0 and time.monotonic() > deadline:
-                    self._exc = DistBackendError(
-                        f"[Rank {self._group._rank}] Timed out waiting "
-                        f"{int(limit.total_seconds() * 1000)}ms for {self._what} operation to "
-                        "complete")
-                    self._done = True
-                    raise self._exc
+                if n > 32:
+                    _yield()
+                    if n & 255 == 0 and time.monotonic() > deadline:
+                        self._exc = DistBackendError(
+                            f"[Rank {self._group._rank}] Timed out waiting "
+                            f"{int(limit.total_seconds() * 1000)}ms for {self._what} operation "
+                            "to complete")
+                        self._done = True
+                        raise self._exc
             self._complete()
         if self._exc is not None:
             raise self._exc
@@ -513,7 +518,7 @@ class _Host:
     """The contiguous host array an MPI call works on for ``t``: the tensor's own memory when it
     is a contiguous NumPy array, else a copy, written back by ``back()`` once the call ends."""
 
-    __slots__ = ("a", "copied", "t")
+    __slots__ = ("a", "copied", "finish", "t")
 
     def __init__(self, t: Tensor, write: bool = True):
         self.t = t
@@ -525,6 +530,7 @@ class _Host:
                 self.a, self.copied = np.ascontiguousarray(data), True
         else:  # a CUDA array in a group without NCCL goes through the host
             self.a, self.copied = np.ascontiguousarray(data.get()), True
+        self.finish = self.back if self.copied else None  # what completion must do, if anything
         if write:
             t._bump()
 
@@ -544,11 +550,10 @@ def _to_device_like(host, like):
 
 
 def _finisher(*steps):
+    """One callable running the given completion steps (None where there is nothing to do)."""
     steps = [s for s in steps if s is not None]
-    if not steps:
-        return None
-    if len(steps) == 1:
-        return steps[0]
+    if len(steps) < 2:
+        return steps[0] if steps else None
 
     def run():
         for s in steps:
@@ -566,14 +571,22 @@ def _avg(host: _Host, n: int):
     return divide
 
 
-def _op_name(op) -> str:
-    try:
-        op = RedOpType(int(op))
-    except (TypeError, ValueError):
-        raise ValueError(f"Invalid reduce op: {op!r}") from None
-    if op in (RedOpType.PREMUL_SUM, RedOpType.UNUSED):
-        raise ValueError(f"Cannot use ReduceOp.{op.name} with the MPI backend")
-    return op.name
+_REDUCTIONS: dict = {}  # (op, is bool) -> (op name, MPI op), filled on first use
+
+
+def _reduction(op, dtype) -> tuple:
+    """``ReduceOp`` ``op`` on arrays of ``dtype``: its name and the MPI operation."""
+    key = (op, dtype == np.bool_)
+    got = _REDUCTIONS.get(key)
+    if got is None:
+        try:
+            red = RedOpType(int(op))
+        except (TypeError, ValueError):
+            raise ValueError(f"Invalid reduce op: {op!r}") from None
+        if red in (RedOpType.PREMUL_SUM, RedOpType.UNUSED):
+            raise ValueError(f"Cannot use ReduceOp.{red.name} with the MPI backend")
+        got = _REDUCTIONS[key] = (red.name, _mpi.mpi_op(red.name, dtype))
+    return got
 
 
 def _nccl_for(pg: ProcessGroup, t: Tensor):
@@ -600,17 +613,17 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
     pg = _group(group)
     if pg is None:
         return None
-    name = _op_name(op)
     nccl = _nccl_for(pg, tensor)
     if nccl is not None:
         tensor._bump()
+        name = _reduction(op, tensor._data.dtype)[0]
         return _issue(pg, "allreduce", [nccl.all_reduce(tensor._data, name)], [tensor],
                       async_op=async_op)
     host = _Host(tensor)
-    MPI = _mpi.MPI()
-    req = pg._comm.Iallreduce(MPI.IN_PLACE, _mpi.buffer(host.a), _mpi.mpi_op(name, host.a.dtype))
+    name, mop = _reduction(op, host.a.dtype)
+    req = pg._comm.Iallreduce(_mpi.MPI().IN_PLACE, _mpi.buffer(host.a), mop)
     avg = _avg(host, pg._size) if name == "AVG" and host.a.dtype != np.bool_ else None
-    return _issue(pg, "allreduce", [req], [tensor], _finisher(avg, host.back), async_op)
+    return _issue(pg, "allreduce", [req], [tensor], _finisher(avg, host.finish), async_op)
 
 
 def broadcast(tensor, src=None, group=None, async_op: bool = False, group_src=None):
@@ -628,7 +641,7 @@ def broadcast(tensor, src=None, group=None, async_op: bool = False, group_src=No
                       async_op=async_op)
     host = _Host(tensor)
     req = pg._comm.Ibcast(_mpi.buffer(host.a), root=root)
-    return _issue(pg, "broadcast", [req], [tensor], host.back, async_op)
+    return _issue(pg, "broadcast", [req], [tensor], host.finish, async_op)
 
 
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op: bool = False,
@@ -640,14 +653,12 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op: bool = False
     root = _peer(pg, dst, group_dst, "dst")
     if not 0 <= root < pg._size:
         raise RuntimeError(f"ProcessGroup::reduce: invalid root rank: {root}")
-    name = _op_name(op)
     host = _Host(tensor)
-    MPI = _mpi.MPI()
-    mop = _mpi.mpi_op(name, host.a.dtype)
+    name, mop = _reduction(op, host.a.dtype)
     if pg._rank == root:
-        req = pg._comm.Ireduce(MPI.IN_PLACE, _mpi.buffer(host.a), mop, root=root)
+        req = pg._comm.Ireduce(_mpi.MPI().IN_PLACE, _mpi.buffer(host.a), mop, root=root)
         avg = _avg(host, pg._size) if name == "AVG" and host.a.dtype != np.bool_ else None
-        return _issue(pg, "reduce", [req], [tensor], _finisher(avg, host.back), async_op)
+        return _issue(pg, "reduce", [req], [tensor], _finisher(avg, host.finish), async_op)
     req = pg._comm.Ireduce(_mpi.buffer(host.a), None, mop, root=root)
     return _issue(pg, "reduce", [req], [tensor], None, async_op)
 
@@ -713,7 +724,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     src = _Host(input_tensor, write=False)
     out = _Host(output_tensor)
     req = pg._comm.Iallgather(_mpi.buffer(src.a), _mpi.buffer(out.a))
-    return _issue(pg, "allgather", [req], [output_tensor], out.back, async_op)
+    return _issue(pg, "allgather", [req], [output_tensor], out.finish, async_op)
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bool = False):
@@ -726,13 +737,12 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bo
         raise ValueError(f"ProcessGroup::reduce_scatter: invalid input tensor list (expected "
                          f"length {pg._size}, got {len(input_list)})")
     _check_sizes("reduce_scatter", input_list, output)
-    name = _op_name(op)
     stacked = np.stack([_Host(t, write=False).a for t in input_list])
     out = _Host(output)
-    req = pg._comm.Ireduce_scatter_block(_mpi.buffer(stacked), _mpi.buffer(out.a),
-                                         _mpi.mpi_op(name, out.a.dtype))
+    name, mop = _reduction(op, out.a.dtype)
+    req = pg._comm.Ireduce_scatter_block(_mpi.buffer(stacked), _mpi.buffer(out.a), mop)
     avg = _avg(out, pg._size) if name == "AVG" and out.a.dtype != np.bool_ else None
-    return _issue(pg, "reduce_scatter", [req], [output], _finisher(avg, out.back), async_op)
+    return _issue(pg, "reduce_scatter", [req], [output], _finisher(avg, out.finish), async_op)
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
@@ -744,18 +754,18 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     if input.numel() != output.numel() * pg._size:
         raise ValueError("Input tensor size must be equal to world_size times output tensor "
                          "size")
-    name = _op_name(op)
     nccl = _nccl_for(pg, input)
     if nccl is not None:
         output._bump()
+        name = _reduction(op, output._data.dtype)[0]
         req = nccl.reduce_scatter(input._data, output._data, name)
         return _issue(pg, "reduce_scatter", [req], [output], async_op=async_op)
     src = _Host(input, write=False)
     out = _Host(output)
-    req = pg._comm.Ireduce_scatter_block(_mpi.buffer(src.a), _mpi.buffer(out.a),
-                                         _mpi.mpi_op(name, out.a.dtype))
+    name, mop = _reduction(op, out.a.dtype)
+    req = pg._comm.Ireduce_scatter_block(_mpi.buffer(src.a), _mpi.buffer(out.a), mop)
     avg = _avg(out, pg._size) if name == "AVG" and out.a.dtype != np.bool_ else None
-    return _issue(pg, "reduce_scatter", [req], [output], _finisher(avg, out.back), async_op)
+    return _issue(pg, "reduce_scatter", [req], [output], _finisher(avg, out.finish), async_op)
 
 
 def gather(tensor, gather_list=None, dst=None, group=None, async_op: bool = False,
@@ -808,7 +818,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op: bool = Fa
     out = _Host(tensor)
     req = pg._comm.Iscatter(None if stacked is None else _mpi.buffer(stacked),
                             _mpi.buffer(out.a), root=root)
-    return _issue(pg, "scatter", [req], [tensor], out.back, async_op)
+    return _issue(pg, "scatter", [req], [tensor], out.finish, async_op)
 
 
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None,
@@ -834,7 +844,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     sc, sd = counts(input_split_sizes, input, src.a)
     rc, rd = counts(output_split_sizes, output, out.a)
     req = pg._comm.Ialltoallv([src.a, (sc, sd)], [out.a, (rc, rd)])
-    return _issue(pg, "alltoall", [req], [output], out.back, async_op)
+    return _issue(pg, "alltoall", [req], [output], out.finish, async_op)
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op: bool = False):
@@ -852,7 +862,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op: bool
         reqs.append(pg._comm.Isend(_mpi.buffer(a), dest=peer, tag=MPI.TAG_UB - 1))
         reqs.append(pg._comm.Irecv(_mpi.buffer(o.a), source=peer, tag=MPI.TAG_UB - 1))
     return _issue(pg, "alltoall", reqs, output_tensor_list,
-                  _finisher(*[o.back for o in outs]), async_op)
+                  _finisher(*[o.finish for o in outs]), async_op)
 
 
 def barrier(group=None, async_op: bool = False, device_ids=None, timeout=None):

@@ -152,3 +152,23 @@ def test_backward_outside_ddp_forward_and_no_sync_do_not_reduce(world_of_one):
     np.testing.assert_allclose(model.weight.grad.numpy(), np.full((1, 3), 4.0))
     ddp(nd.ones(2, 3)).sum().backward()
     np.testing.assert_allclose(model.weight.grad.numpy(), np.full((1, 3), 6.0))
+
+
+def test_a_parameter_ready_twice_raises_as_pytorch(world_of_one):
+    # A parameter used outside forward: the graph walk finds it unused and marks it ready at the
+    # first hook, then its own gradient arrives.
+    class Two(nd.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used = nd.nn.Linear(3, 3)
+            self.outside = nd.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.used(x)
+
+    model = Two()
+    ddp = nd.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    loss = ddp(nd.randn(2, 3)).sum() + model.outside(nd.randn(2, 3)).sum()
+    with pytest.raises(RuntimeError, match="Expected to mark a variable ready only once") as e:
+        loss.backward()
+    assert "with name outside." in str(e.value) and "has been marked as ready twice" in str(e.value)

@@ -146,3 +146,17 @@ def test_plain_mpiexec_gets_the_same_variables(tmp_path):
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "0 2 0 0 gloo\n" in proc.stdout and "1 2 1 1 gloo\n" in proc.stdout
+
+
+def test_ddp_digits_example_learns():
+    pytest.importorskip("sklearn")
+    cmd = [sys.executable, "-m", "ndgrad.distributed.run", "--nproc-per-node", "2",
+           "--master-port", str(_free_port()), str(ROOT / "examples" / "ddp_digits.py"),
+           "--epochs", "4", "--no-progress"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("ddp cnn on 2 ranks"))
+    acc = float(line.split("test accuracy ")[1].split("%")[0]) / 100
+    assert acc > 0.9, line

@@ -83,9 +83,10 @@ class DistributedDataParallel(Module):
         self.require_backward_grad_sync = True
         self.require_forward_param_sync = True
         self.parameters_to_ignore = set(getattr(module, "_ddp_params_and_buffers_to_ignore", ()))
-        self._module_parameters = [
-            p for n, p in module.named_parameters()
-            if p.requires_grad and n not in self.parameters_to_ignore]
+        named = [(n, p) for n, p in module.named_parameters()
+                 if p.requires_grad and n not in self.parameters_to_ignore]
+        self._module_parameters = [p for _, p in named]
+        self._parameter_names = [n for n, _ in named]
         if not self._module_parameters:
             raise RuntimeError("DistributedDataParallel is not needed when a module doesn't "
                                "have any parameter that requires a gradient.")
@@ -115,7 +116,7 @@ class DistributedDataParallel(Module):
         self.reducer = _reducer.Reducer(
             params, list(reversed(indices)), list(reversed(sizes)), self.process_group,
             self.bucket_bytes_cap, self.find_unused_parameters, self.gradient_as_bucket_view,
-            first)
+            first, param_names=self._parameter_names)
 
     def _verify_param_shape_across_processes(self) -> None:
         pg = self.process_group
