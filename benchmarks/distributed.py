@@ -37,7 +37,7 @@ def _median_time(fn, reps: int, barrier) -> float:
     return statistics.median(times)
 
 
-def worker(steps: int) -> None:
+def worker(steps: int, quick: bool) -> None:
     import numpy as np
     from mpi4py import MPI
 
@@ -57,18 +57,18 @@ def worker(steps: int) -> None:
     out = {"world": world, "allreduce": [], "ddp": {}}
 
     if world > 1:
-        for size in SIZES:
+        for size in SIZES[::3] if quick else SIZES:
             n = max(size // 4, 1)
             raw = np.ones(n, np.float32)
             ours = ndgrad.ones(n)
-            reps = 200 if size <= 65536 else 20
+            reps = 3 if quick else 200 if size <= 65536 else 20
             row = {"bytes": size}
             # interleaved: each kind once per round, medians over rounds
-            kinds = {"raw": lambda: comm.Allreduce(MPI.IN_PLACE, raw),
-                     "ndgrad": lambda: dist.all_reduce(ours)}
+            kinds = {"raw": lambda a=raw: comm.Allreduce(MPI.IN_PLACE, a),
+                     "ndgrad": lambda t=ours: dist.all_reduce(t)}
             if torch is not None:
                 theirs = torch.ones(n)
-                kinds["gloo"] = lambda: tdist.all_reduce(theirs)
+                kinds["gloo"] = lambda t=theirs: tdist.all_reduce(t)
             samples = {k: [] for k in kinds}
             for _ in range(reps):
                 for k, fn in kinds.items():
@@ -119,9 +119,11 @@ def worker(steps: int) -> None:
     dist.destroy_process_group()
 
 
-def run_job(ranks: int, steps: int) -> dict:
+def run_job(ranks: int, steps: int, quick: bool) -> dict:
     cmd = [sys.executable, "-m", "ndgrad.distributed.run", f"--nproc-per-node={ranks}",
            "--master-port", str(29400 + ranks), __file__, "--worker", "--steps", str(steps)]
+    if quick:
+        cmd.append("--quick")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     for line in proc.stdout.splitlines():
@@ -134,17 +136,18 @@ def _size(n: int) -> str:
     return f"{n // 1048576} MiB" if n >= 1048576 else f"{n // 1024} KiB" if n >= 1024 else f"{n} B"
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--quick", action="store_true", help="few sizes and repetitions (tests)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.worker:
-        worker(args.steps)
+        worker(args.steps, args.quick)
         return
     print(f"{os.cpu_count()} cores; MLP {MLP}, batch {BATCH} per rank, 1 thread per rank")
-    results = {r: run_job(r, args.steps) for r in args.ranks}
+    results = {r: run_job(r, args.steps, args.quick) for r in args.ranks}
     for r, res in results.items():
         if not res["allreduce"]:
             continue

@@ -7,6 +7,8 @@
 #                  peak memory, profiler device time)
 #   cudagraphs.txt the cudagraphs backend's GPU tests (issue 16: MLP steps replayed to eager's
 #                  losses, mutated inputs, distinct outputs, ctypes cuBLAS under capture)
+#   distributed.txt collectives and DDP on CUDA tensors (issue 18: NCCL group, gloo group through
+#                  the host), where mpi4py and an mpiexec are installed
 #   gpu_bench.md   benchmarks/gpu.py: chain and MLP steps vs PyTorch CUDA eager and a CuPy floor,
 #                  and the MLP step under CUDA graphs vs PyTorch's reduce-overhead and whole-step graph
 #   profile.txt    the profiler's table of an MLP training step on cuda, CPU and CUDA columns
@@ -34,6 +36,9 @@ $py -m pytest -q -p no:cacheprovider tests/ops/test_devices.py tests/backend tes
 tests=${PIPESTATUS[0]}
 
 $py -m pytest -q -p no:cacheprovider -rs tests/compiler/test_cudagraphs.py 2>&1 | tee "$out/cudagraphs.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || tests=1
+
+$py -m pytest -q -p no:cacheprovider -rs tests/distributed/test_jobs.py -k cuda 2>&1 | tee "$out/distributed.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || tests=1
 
 $py benchmarks/gpu.py --repeat 21 2>&1 | tee "$out/gpu_bench.md"

@@ -160,3 +160,36 @@ def test_ddp_digits_example_learns():
     line = next(x for x in proc.stdout.splitlines() if x.startswith("ddp cnn on 2 ranks"))
     acc = float(line.split("test accuracy ")[1].split("%")[0]) / 100
     assert acc > 0.9, line
+
+
+def _gpu_count() -> int:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - no CuPy, no driver or no device: no GPU here
+        return 0
+
+
+@pytest.mark.skipif(_gpu_count() == 0, reason="needs CuPy and a GPU")
+def test_cuda_tensors_through_a_gloo_group():
+    out = _ok(launch("cuda.py", 2, "gloo"))
+    assert "cuda ok" in out and "backend gloo world 2" in out
+
+
+@pytest.mark.skipif(_gpu_count() == 0, reason="needs CuPy and a GPU")
+def test_cuda_tensors_on_nccl():
+    pytest.importorskip("cupy.cuda.nccl")
+    ranks = min(2, _gpu_count())  # NCCL refuses two ranks on one GPU
+    out = _ok(launch("cuda.py", ranks, "nccl"))
+    assert "cuda ok" in out and f"backend nccl world {ranks}" in out
+
+
+def test_distributed_benchmark_runs_end_to_end():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "distributed.py"), "--quick", "--ranks", "1",
+         "2", "--steps", "2"], check=False, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = proc.stdout
+    assert "all-reduce, 2 ranks" in out and "DDP training step" in out
+    assert out.count(" ndgrad ") >= 2
