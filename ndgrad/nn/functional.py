@@ -40,8 +40,16 @@ def bilinear(input1, input2, weight, bias=None):
     return out if bias is None else out + bias
 
 
+_hardtanh = _OPS["hardtanh"].call
+_hardtanh_ = _OPS["hardtanh_"].call
+
+
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-    return input.clamp_(min_val, max_val) if inplace else _clamp(input, min_val, max_val)
+    return _hardtanh_(input, min_val, max_val) if inplace else _hardtanh(input, min_val, max_val)
+
+
+def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):
+    return _hardtanh_(input, min_val, max_val)
 
 
 def relu6(input, inplace: bool = False):
