@@ -634,6 +634,23 @@ defop("leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor", _leaky_re
       samples=lambda rng: unary(avoid=0.0)(rng) + [sample("slope", rng.uniform(-2, 2, (5,)) + 0.05, 0.2)])
 
 
+def _hardtanh(x, min_val, max_val):
+    return np.clip(x, min_val, max_val).astype(x.dtype, copy=False)
+
+
+def _hardtanh_grad(grad, result, min_val, max_val):
+    # Strictly inside: PyTorch's hardtanh passes no gradient at its boundaries (clamp passes
+    # it). Read from the result, which is inside exactly where the input is, so the in-place
+    # form keeps the formula.
+    return grad * ((result > min_val) & (result < max_val))
+
+
+defop("hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", _hardtanh,
+      {"self": _hardtanh_grad}, jvp="elementwise", api="nn.functional.hardtanh", method=False,
+      inplace="hardtanh_", samples=lambda rng: unary(avoid=(-1.0, 1.0))(rng) + [
+          sample("bounds", rng.uniform(-3, 3, (5,)) + 0.05, -0.5, 2.0)])
+
+
 def _softplus(x, beta, threshold):
     bx = x * beta
     soft = np.logaddexp(0, bx) / beta
