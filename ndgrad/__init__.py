@@ -17,6 +17,7 @@ from ._dtype import (  # noqa: F401
 from ._dtype import ALIASES as _ALIASES
 from ._dtype import bool_ as bool  # noqa: A001
 from ._tensor import Size, Tensor
+from ._tensor_str import get_printoptions, set_printoptions  # noqa: F401
 from . import _ops
 from ._ops.registry import NAMESPACES as _NS
 from ._factories import *  # noqa: F401,F403

@@ -1,12 +1,14 @@
 """PyTorch-style ``repr`` of tensors: ``tensor([2.], grad_fn=<MulBackward0>)``.
 
 Every element of a tensor is printed in one style chosen from all its (shown) values and
-right-aligned to the widest, PyTorch's print options fixed at their defaults: 4 decimals, line
-width 80, summarised as ``3 edge items ... 3 edge items`` per dim above 1000 elements.
+right-aligned to the widest, under PyTorch's print options (``set_printoptions``; by default 4
+decimals, line width 80, summarised as ``3 edge items ... 3 edge items`` per dim above 1000
+elements).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -14,11 +16,55 @@ import numpy as np
 from . import _backend
 from . import _dtype as D
 
-_PRECISION = 4
-_LINEWIDTH = 80
-_THRESHOLD = 1000
-_EDGE = 3
+__all__ = ["set_printoptions", "get_printoptions", "printoptions"]
+
 _PREFIX = "tensor("
+_PROFILES = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80), "full": (4, math.inf, 3, 80)}
+
+
+class _Options:
+    __slots__ = ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")
+
+    def __init__(self):
+        self.precision, self.threshold, self.edgeitems, self.linewidth = _PROFILES["default"]
+        self.sci_mode = None  # None: chosen from the values; True / False: always / never
+
+
+_opts = _Options()
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
+                     profile=None, sci_mode=None) -> None:
+    """PyTorch's print options: a ``profile`` ("default", "short", "full") sets the first four,
+    then each option given overrides; ``sci_mode`` None lets the values choose."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"Unknown profile {profile!r}: use 'default', 'short' or 'full'")
+        _opts.precision, _opts.threshold, _opts.edgeitems, _opts.linewidth = _PROFILES[profile]
+    if precision is not None:
+        _opts.precision = precision
+    if threshold is not None:
+        _opts.threshold = threshold
+    if edgeitems is not None:
+        _opts.edgeitems = edgeitems
+    if linewidth is not None:
+        _opts.linewidth = linewidth
+    _opts.sci_mode = sci_mode
+
+
+def get_printoptions() -> dict:
+    return {name: getattr(_opts, name) for name in _Options.__slots__}
+
+
+@contextlib.contextmanager
+def printoptions(**kwargs):
+    """``set_printoptions(**kwargs)`` for the duration of a ``with`` block."""
+    old = get_printoptions()
+    set_printoptions(**kwargs)
+    try:
+        yield
+    finally:
+        set_printoptions(**old)
 
 
 class _Style:
@@ -42,17 +88,18 @@ class _Style:
         integral = bool(np.all(vals == np.ceil(vals)))
         if integral:
             sci = hi / lo > 1000.0 or hi > 1.0e8
-            self.kind = "sci" if sci else "int"
         else:
             sci = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
-            self.kind = "sci" if sci else "fixed"
+        if _opts.sci_mode is not None:
+            sci = _opts.sci_mode
+        self.kind = "sci" if sci else "int" if integral else "fixed"
         self.width = max(len(self._text(v)) for v in vals.tolist())
 
     def _text(self, v) -> str:
         if self.kind == "sci":
-            return f"{v:.{_PRECISION}e}"
+            return f"{v:.{_opts.precision}e}"
         if self.kind == "fixed":
-            return f"{v:.{_PRECISION}f}"
+            return f"{v:.{_opts.precision}f}"
         if self.kind == "int":
             s = f"{v:.0f}"
             return s if math.isinf(v) or math.isnan(v) else s + "."
@@ -64,9 +111,10 @@ class _Style:
 
 def _edges(a: np.ndarray) -> np.ndarray:
     """Only the elements a summarised print shows (first and last edge items of every dim)."""
+    edge = _opts.edgeitems
     for d in range(a.ndim):
-        if a.shape[d] > 2 * _EDGE:
-            idx = np.r_[0:_EDGE, a.shape[d] - _EDGE:a.shape[d]]
+        if a.shape[d] > 2 * edge:
+            idx = np.r_[0:edge, a.shape[d] - edge:a.shape[d]]
             a = np.take(a, idx, axis=d)
     return a
 
@@ -93,23 +141,24 @@ class _Printer:
     def block(self, a: np.ndarray, indent: int) -> str:
         if a.ndim == 0:
             return self.element(a.item())
-        cut = self.summarize and a.shape[0] > 2 * _EDGE
+        edge = _opts.edgeitems
+        cut = self.summarize and a.shape[0] > 2 * edge
         if a.ndim == 1:
             vals = a.tolist()
             if cut:
-                items = [self.element(v) for v in vals[:_EDGE]] + [" ..."]
-                items += [self.element(v) for v in vals[-_EDGE:]]
+                items = [self.element(v) for v in vals[:edge]] + [" ..."]
+                items += [self.element(v) for v in vals[-edge:]]
             else:
                 items = [self.element(v) for v in vals]
-            per_line = max(1, (_LINEWIDTH - indent) // (self.item_width + 2))
+            per_line = max(1, (_opts.linewidth - indent) // (self.item_width + 2))
             lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
             return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
         n = a.shape[0]
-        rows = range(_EDGE) if cut else range(n)
+        rows = range(edge) if cut else range(n)
         parts = [self.block(a[i], indent + 1) for i in rows]
         if cut:
             parts.append("...")
-            parts += [self.block(a[i], indent + 1) for i in range(n - _EDGE, n)]
+            parts += [self.block(a[i], indent + 1) for i in range(n - edge, n)]
         sep = "," + "\n" * (a.ndim - 1) + " " * (indent + 1)
         return "[" + sep.join(parts) + "]"
 
@@ -117,7 +166,7 @@ class _Printer:
 def _body(a: np.ndarray) -> str:
     if a.size == 0:
         return "[]"
-    summarize = a.size > _THRESHOLD
+    summarize = a.size > _opts.threshold
     return _Printer(a, summarize).block(a, len(_PREFIX))
 
 
@@ -146,7 +195,7 @@ def tensor_repr(t) -> str:
     # a suffix that would overflow the last line goes on its own line, aligned with the body
     last = len(out) - out.rfind("\n") + 1
     for s in suffix:
-        if last + len(s) + 2 > _LINEWIDTH:
+        if last + len(s) + 2 > _opts.linewidth:
             out += ",\n" + " " * len(_PREFIX) + s
             last = len(_PREFIX) + len(s)
         else:
