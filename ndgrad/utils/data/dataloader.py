@@ -1,8 +1,9 @@
 """``DataLoader``: batches from a dataset through a sampler and a collate function, plus
 ``default_collate`` / ``default_convert`` (how samples become batched tensors).
 
-Loading always runs in the calling process: ``num_workers`` and the other worker options are
-accepted for PyTorch compatibility and change nothing but the checks PyTorch makes on them.
+With ``num_workers > 0`` batches are loaded in worker processes (``_worker.py``), with
+PyTorch's seeding, ``worker_init_fn``, ``get_worker_info``, ``prefetch_factor``,
+``persistent_workers``, ``timeout`` and worker errors; otherwise in the calling process.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from ... import _dtype, _factories
 from ..._tensor import Tensor
+from ._worker import MultiProcessIter, draw_base_seed, get_worker_info
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
@@ -24,11 +26,6 @@ _COLLATE_ERR = (
     "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
 )
 _STR_OBJ = re.compile(r"[SaUO]")  # NumPy dtype codes of strings and objects: never tensors
-
-
-def get_worker_info():
-    """Always None: there are no worker processes."""
-    return None
 
 
 def _is_namedtuple(x) -> bool:
@@ -169,6 +166,8 @@ class DataLoader:
         self.multiprocessing_context = multiprocessing_context
         self.persistent_workers = persistent_workers
         self.in_order = in_order
+        self._iterable = isinstance(dataset, IterableDataset)
+        self._iterator = None  # the workers kept between passes (persistent_workers)
 
         if isinstance(dataset, IterableDataset):
             for name, value in (("shuffle", shuffle), ("sampler", sampler),
@@ -215,6 +214,18 @@ class DataLoader:
         return self.batch_sampler if self._auto_collation else self.sampler
 
     def __iter__(self):
+        if self.num_workers == 0:
+            draw_base_seed(self.generator)
+            return self._single_process_iter()
+        if not self.persistent_workers:
+            return MultiProcessIter(self)
+        if self._iterator is None or self._iterator.shut:
+            self._iterator = MultiProcessIter(self)
+        else:
+            self._iterator._reset()
+        return self._iterator
+
+    def _single_process_iter(self):
         collate, ds = self.collate_fn, self.dataset
         if isinstance(ds, IterableDataset):
             it = iter(ds)
