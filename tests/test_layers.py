@@ -34,7 +34,7 @@ LAYERS = {
     "ndgrad.linalg": 6, "ndgrad.special": 6, "ndgrad.serialization": 6,
     "ndgrad.compiler": 6, "ndgrad.fx": 6, "ndgrad._dynamo": 6, "ndgrad._logging": 6,
     "ndgrad._functorch": 6, "ndgrad.futures": 6, "ndgrad.distributed": 6,
-    "ndgrad.multiprocessing": 6,
+    "ndgrad.multiprocessing": 6, "ndgrad.func": 6,
     "ndgrad": 6,
 }
 ROOT = "ndgrad"
