@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("tensorboard")
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import ndgrad as nd  # noqa: E402
-from ndgrad.utils.tensorboard import SummaryWriter  # noqa: E402
+import ndgrad as nd
+from ndgrad.utils.tensorboard import SummaryWriter
 
 
 def _log(lib, writer_cls, path):

@@ -252,8 +252,8 @@ class SummaryWriter:
         """Hyper-parameters and their metrics, in a sub-run, for TensorBoard's HParams tab."""
         if not isinstance(hparam_dict, dict) or not isinstance(metric_dict, dict):
             raise TypeError("hparam_dict and metric_dict should be dictionary.")
-        from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
         from google.protobuf import struct_pb2
+        from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
         summary_pb2 = _tb()[1]
 
         def plugin(data):
