@@ -238,16 +238,6 @@ class Work:
         return fut
 
 
-class _Done(Work):
-    """Work that completed when it was issued (a job of one, a rank outside the group)."""
-
-    __slots__ = ()
-
-    def __init__(self, result, group, what: str):
-        super().__init__((), result, group, what)
-        self._done = True
-
-
 # ---------------------------------------------------------------- process groups
 
 class ProcessGroup:
