@@ -23,7 +23,7 @@ LAYERS = {
     "ndgrad.autograd.node": 2, "ndgrad.autograd.saved": 2, "ndgrad.autograd.grad_mode": 2,
     "ndgrad.autograd.dispatch_mode": 2,
     # 3 tensor
-    "ndgrad._tensor": 3, "ndgrad._factories": 3, "ndgrad._tensor_str": 3,
+    "ndgrad._tensor": 3, "ndgrad._factories": 3, "ndgrad._tensor_str": 3, "ndgrad._random": 3,
     # 4 ops, and the named-tuple types of their results
     "ndgrad._ops": 4, "ndgrad.return_types": 4,
     # 5 engine and friends: the rest of ndgrad.autograd (engine, api, function, forward_ad,
@@ -32,9 +32,11 @@ LAYERS = {
     # 6 libraries, and the top-level package that gathers everything
     "ndgrad.nn": 6, "ndgrad.optim": 6, "ndgrad.utils": 6, "ndgrad.cuda": 6, "ndgrad.ops": 6,
     "ndgrad.linalg": 6, "ndgrad.special": 6, "ndgrad.serialization": 6,
+    "ndgrad._serialization_legacy": 6,
     "ndgrad.compiler": 6, "ndgrad.fx": 6, "ndgrad._dynamo": 6, "ndgrad._logging": 6,
     "ndgrad._functorch": 6, "ndgrad.futures": 6, "ndgrad.distributed": 6,
-    "ndgrad.multiprocessing": 6, "ndgrad.func": 6,
+    "ndgrad.multiprocessing": 6, "ndgrad.func": 6, "ndgrad.distributions": 6,
+    "ndgrad.testing": 6, "ndgrad.accelerator": 6,
     "ndgrad": 6,
 }
 ROOT = "ndgrad"
