@@ -10,4 +10,5 @@ from .normalization import *  # noqa: F401,F403
 from .sparse import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
+from .rnn import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
