@@ -33,7 +33,7 @@ def _tup(v, n):
 
 
 # --- convolution kernels on arrays ---
-_OUT, _KER = "hw", "ij"
+_OUT, _KER = "hwv", "ijk"  # up to 3 spatial dims; none of "ngcd" (the einsums' own)
 
 
 def _window_view(x, out, step, dil, ksize):
@@ -438,31 +438,70 @@ conv2d = defcomposite(_conv_nd("conv2d", 2), name="conv2d", api="nn.functional.c
                       samples=_conv2d_samples).call
 
 
-def _conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-    n = 2
-    batched = _check_conv("conv_transpose2d", input, weight, bias, n, groups, transposed=True)
-    x = input if batched else input.unsqueeze(0)
-    s, p, op, d = _tup(stride, n), _tup(padding, n), _tup(output_padding, n), _tup(dilation, n)
-    if any(v <= 0 for v in s):
-        raise RuntimeError("non-positive stride is not supported")
-    if any(v < 0 for v in p):
-        raise RuntimeError("negative padding is not supported")
-    if any(o >= s[i] and o >= d[i] for i, o in enumerate(op)):
-        raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got "
-                           f"output_padding_height: {op[0]} output_padding_width: {op[1]} stride_height: {s[0]} "
-                           f"stride_width: {s[1]} dilation_height: {d[0]} dilation_width: {d[1]}")
-    y = convolution(x, weight, bias, s, p, d, True, op, groups)
-    return y if batched else y.squeeze(0)
+def _conv3d_samples(rng):
+    def r(*shape):
+        return rng.standard_normal(shape)
+
+    return [sample("basic", r(2, 2, 3, 4, 4), r(3, 2, 2, 2, 3), r(3)),
+            sample("stride_pad_dil", r(1, 2, 5, 4, 4), r(2, 2, 2, 2, 2), None, (2, 1, 1), 1, (1, 2, 1)),
+            sample("groups_nc", nc(r(1, 4, 3, 3, 3)), r(4, 2, 2, 2, 2), r(4), groups=2),
+            sample("unbatched", r(2, 3, 3, 3), r(2, 2, 2, 2, 2), r(2), padding="same")]
+
+
+conv3d = defcomposite(_conv_nd("conv3d", 3), name="conv3d", api="nn.functional.conv3d", method=False,
+                      samples=_conv3d_samples).call
+
+_AXES = ("depth", "height", "width")
+
+
+def _conv_transpose_nd(name, n):
+    def conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+        batched = _check_conv(name, input, weight, bias, n, groups, transposed=True)
+        x = input if batched else input.unsqueeze(0)
+        s, p, op, d = _tup(stride, n), _tup(padding, n), _tup(output_padding, n), _tup(dilation, n)
+        if any(v <= 0 for v in s):
+            raise RuntimeError("non-positive stride is not supported")
+        if any(v < 0 for v in p):
+            raise RuntimeError("negative padding is not supported")
+        if any(o >= s[i] and o >= d[i] for i, o in enumerate(op)):
+            # NOTE(pytorch): 1-d names a height of 0 (it runs as a 2-d convolution)
+            m = max(n, 2)
+            vals = [(0, 1, 1)] * (m - n) + list(zip(op, s, d, strict=True))
+            axes = _AXES[3 - m:]
+            msg = " ".join(f"{what}_{a}: {v[j]}" for j, what in enumerate(("output_padding", "stride", "dilation"))
+                           for a, v in zip(axes, vals, strict=True))
+            raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got {msg}")
+        y = convolution(x, weight, bias, s, p, d, True, op, groups)
+        return y if batched else y.squeeze(0)
+
+    conv_transpose.__name__ = name
+    return conv_transpose
 
 
 conv_transpose2d = defcomposite(
-    _conv_transpose2d, name="conv_transpose2d", api="nn.functional.conv_transpose2d", method=False,
-    samples=lambda rng: [
+    _conv_transpose_nd("conv_transpose2d", 2), name="conv_transpose2d", api="nn.functional.conv_transpose2d",
+    method=False, samples=lambda rng: [
         sample("basic", rng.standard_normal((2, 2, 3, 3)), rng.standard_normal((2, 3, 3, 3)), rng.standard_normal(3)),
         sample("stride_outpad", rng.standard_normal((2, 2, 3, 3)), rng.standard_normal((2, 2, 3, 2)), None, 2, 1, 1),
         sample("groups_dil", rng.standard_normal((1, 4, 3, 3)), rng.standard_normal((4, 1, 2, 2)),
                rng.standard_normal(2), 1, 0, 1, 2, 2),
         sample("unbatched", rng.standard_normal((2, 3, 3)), rng.standard_normal((2, 2, 2, 2)), None, 2)],
+).call
+conv_transpose1d = defcomposite(
+    _conv_transpose_nd("conv_transpose1d", 1), name="conv_transpose1d", api="nn.functional.conv_transpose1d",
+    method=False, samples=lambda rng: [
+        sample("basic", rng.standard_normal((2, 2, 4)), rng.standard_normal((2, 3, 3)), rng.standard_normal(3)),
+        sample("stride_outpad_dil", rng.standard_normal((1, 2, 4)), rng.standard_normal((2, 2, 2)), None, 2, 1, 1,
+               1, 2),
+        sample("groups_unbatched", rng.standard_normal((4, 3)), rng.standard_normal((4, 1, 2)), None, 1, 0, 0, 2)],
+).call
+conv_transpose3d = defcomposite(
+    _conv_transpose_nd("conv_transpose3d", 3), name="conv_transpose3d", api="nn.functional.conv_transpose3d",
+    method=False, samples=lambda rng: [
+        sample("basic", rng.standard_normal((2, 2, 2, 3, 3)), rng.standard_normal((2, 2, 2, 2, 2)),
+               rng.standard_normal(2)),
+        sample("stride_outpad_groups", rng.standard_normal((1, 2, 2, 2, 3)), rng.standard_normal((2, 1, 2, 2, 2)),
+               None, (2, 1, 2), 1, (1, 0, 1), 2)],
 ).call
 
 

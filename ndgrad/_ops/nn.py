@@ -1,18 +1,23 @@
-"""Ops that live in ``nn.functional`` only (padding, ...); activations are in ``pointwise``.
+"""Ops that live in ``nn.functional`` only: padding, dropout, and composites: 1-d/3-d and adaptive
+max pooling, LP pooling, pixel/channel shuffles, fold/unfold, embedding_bag, distances.
+Activations are in ``pointwise``; 2-d pooling and convolution primitives in ``conv``.
 
 ``pad``'s non-constant modes gather along each padded dim with an index array; their backward
 (``_pad_backward``) adds the gradient back at those indices, and is itself differentiated by pad.
+1-d pooling runs the 2-d primitives on a height-1 plane; 3-d pooling and adaptive max pooling
+gather window taps with ``index_select`` (their gradients come from it and ``max``).
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
 
 from .. import _backend
 from .random import dropout_impl, native_dropout
-from .registry import defop
+from .registry import OPS, defcomposite, defop
 from .samples import nc, sample
 
 _MODES = ("constant", "reflect", "replicate", "circular")
@@ -34,7 +39,11 @@ def _check_pad(x, pad, mode, value):
                            f"got padding length {len(pad)} and input of dimension {x.ndim}")
     n = len(pad) // 2
     if mode != "constant" and (n not in (1, 2, 3) or x.ndim not in (n + 1, n + 2)):
-        raise NotImplementedError(f"Padding size {len(pad)} is not supported for {x.ndim}D input tensor.")
+        raise NotImplementedError(f"Padding size {len(pad)} is not supported for {x.ndim}D input tensor.\n"
+                                  "Supported combinations for non-constant padding:\n"
+                                  "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+                                  "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+                                  "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
 
 
 def _pad_index(xp, size, lo, hi, mode, dim, shape):
@@ -208,3 +217,587 @@ def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool =
 
 def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
     return _feature_dropout(input, p, training, inplace, True)
+
+
+# --- pooling in 1-d and 3-d: 1-d runs the 2-d ops on a height-1 plane; 3-d (and adaptive max)
+# gathers each window's taps with ``index_select`` along every spatial dim, then reduces ---
+def _torch_pool_out(L, k, s, p, d, ceil_mode):
+    o = (L + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (o - 1) * s >= L + p:  # the last window must start inside the input or left pad
+        o -= 1
+    return o
+
+
+def _ntup(v, n):
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    v = tuple(int(a) for a in v)
+    return v * n if len(v) == 1 else v
+
+
+def _pool_nd_geometry(x, n, kernel_size, stride, padding, dilation, ceil_mode, name):
+    if x.dim() not in (n + 1, n + 2) or x.numel() == 0:
+        raise RuntimeError(f"non-empty {n + 1}D or {n + 2}D (batch mode) tensor expected for input")
+    k = _ntup(kernel_size, n)
+    s = _ntup(stride, n) if stride is not None and len(np.atleast_1d(stride)) else k
+    p, d = _ntup(padding, n), _ntup(dilation, n)
+    if any(v == 0 for v in s):
+        raise RuntimeError("stride should not be zero")
+    for i in range(n):
+        if p[i] > (d[i] * (k[i] - 1) + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p[i]}, "
+                               f"kernel_size={k[i]} and dilation={d[i] if name == 'max' else 1}")
+    L = tuple(x.shape[-n:])
+    out = tuple(_torch_pool_out(L[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(n))
+    if min(out) < 1:
+        c = x.shape[-n - 1]
+        raise RuntimeError(f"Given input size: ({'x'.join(map(str, (c,) + L))}). Calculated output size: "
+                           f"({'x'.join(map(str, (c,) + out))}). Output size is too small")
+    return k, s, p, d, out
+
+
+def _gather_windows(x, idx):
+    """(..., *out, prod(k)) taps of ``x``'s last ``len(idx)`` dims; ``idx[i]`` is an (out_i, k_i)
+    int64 tensor of positions along spatial dim ``i`` (made by ops: a capture records no constant)."""
+    n, lead = len(idx), x.dim() - len(idx)
+    for i, ix in enumerate(idx):
+        d = lead + 2 * i  # each earlier dim became two
+        x = x.index_select(d, ix.reshape(-1))
+        x = x.unflatten(d, tuple(ix.shape))
+    x = x.permute(list(range(lead)) + [lead + 2 * i for i in range(n)] + [lead + 2 * i + 1 for i in range(n)])
+    return x.reshape(tuple(x.shape[:lead + n]) + (-1,))
+
+
+def _flat_index(arg, idx, offsets, sizes):
+    """Flat positions in the (unpadded) spatial plane of the taps ``arg`` picked per window."""
+    from .factory import arange
+
+    n, flat = len(idx), 0
+    ks = [ix.shape[1] for ix in idx]
+    for i, ix in enumerate(idx):
+        tap = (arg // math.prod(ks[i + 1:])) % ks[i]
+        o = arange(ix.shape[0], device=arg.device).reshape((-1,) + (1,) * (n - 1 - i))
+        flat = flat * sizes[i] + (ix.reshape(-1)[o * ks[i] + tap] - offsets[i])
+    return flat
+
+
+def _window_idx(out, k, s, d, like):
+    from .factory import arange
+
+    return (arange(out, device=like.device)[:, None] * s + arange(k, device=like.device)[None, :] * d)
+
+
+def _padded(x, n, p, out, k, s, d, value):
+    """``x`` padded by ``p`` before and as far as the last window reaches after (cropped if less)."""
+    pads = []
+    for i in reversed(range(n)):
+        need = (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1
+        pads += [p[i], need - x.shape[-n + i] - p[i]]
+    return pad_fn(x, pads, "constant", value) if any(pads) else x
+
+
+def _max_pool_nd(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+    k, s, p, d, out = _pool_nd_geometry(x, n, kernel_size, stride, padding, dilation, ceil_mode, "max")
+    idx = [_window_idx(out[i], k[i], s[i], d[i], x) for i in range(n)]
+    vals, arg = _gather_windows(_padded(x, n, p, out, k, s, d, float("-inf")), idx).max(-1)
+    if not return_indices:
+        return vals
+    return vals, _flat_index(arg, idx, p, x.shape[-n:])
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    from .conv import max_pool2d_with_indices
+
+    if input.dim() not in (2, 3):
+        raise RuntimeError("max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size for "
+                           f"input, but got:{list(input.shape)}")
+    (k,), (p,), (d,) = _ntup(kernel_size, 1), _ntup(padding, 1), _ntup(dilation, 1)
+    if p > k // 2:
+        raise RuntimeError(f"max_pool1d() padding should be at most half of kernel size, but got padding={p} and "
+                           f"kernel_size={k}")
+    s1 = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _ntup(stride, 1)[0]
+    if _torch_pool_out(input.shape[-1], k, s1, p, d, ceil_mode) < 1:
+        raise RuntimeError(f"max_pool1d() Invalid computed output size: "
+                           f"{_torch_pool_out(input.shape[-1], k, s1, p, d, ceil_mode)}")
+    st = () if stride is None or (isinstance(stride, (list, tuple)) and not stride) else (1, _ntup(stride, 1)[0])
+    out, idx = max_pool2d_with_indices(input.unsqueeze(-2), (1, _ntup(kernel_size, 1)[0]), st,
+                                       (0, _ntup(padding, 1)[0]), (1, _ntup(dilation, 1)[0]), ceil_mode)
+    out = out.squeeze(-2)
+    return (out, idx.squeeze(-2)) if return_indices else out
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool_nd(input, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def _r(rng):
+    return lambda *shape: rng.standard_normal(shape)
+
+
+defcomposite(max_pool1d, api="nn.functional.max_pool1d", method=False, samples=lambda rng: [
+    sample("k2", _r(rng)(2, 3, 6), 2),
+    sample("pad_dil_ceil_indices", _r(rng)(1, 2, 7), 3, 2, 1, 2, True, True),
+    sample("unbatched_nc", nc(_r(rng)(2, 5)), 3, 1)])
+defcomposite(max_pool3d, api="nn.functional.max_pool3d", method=False, samples=lambda rng: [
+    sample("k2", _r(rng)(2, 2, 4, 4, 4), 2),
+    sample("pad_dil_ceil_indices", _r(rng)(1, 2, 5, 4, 5), (3, 2, 2), (2, 1, 2), 1, (1, 1, 2), True, True),
+    sample("unbatched_overlap", _r(rng)(2, 3, 4, 3), 2, 1, return_indices=True)])
+
+
+def _avg_counts(L, k, s, p, out, count_include_pad, like):
+    from .factory import arange
+
+    start = arange(out, device=like.device) * s - p
+    end = (start + k).clamp(max=L + p)
+    if not count_include_pad:
+        start, end = start.clamp(min=0), end.clamp(max=L)
+    return end - start
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    from .conv import avg_pool2d
+
+    if input.dim() not in (2, 3):
+        raise RuntimeError(_dims_message(input, "avg_pool1d"))
+    st = None if stride is None or (isinstance(stride, (list, tuple)) and not stride) else (1, _ntup(stride, 1)[0])
+    return avg_pool2d(input.unsqueeze(-2), (1, _ntup(kernel_size, 1)[0]), st, (0, _ntup(padding, 1)[0]),
+                      ceil_mode, count_include_pad).squeeze(-2)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    n = 3
+    k, s, p, d, out = _pool_nd_geometry(input, n, kernel_size, stride, padding, 1, ceil_mode, "avg")
+    idx = [_window_idx(out[i], k[i], s[i], 1, input) for i in range(n)]
+    total = _gather_windows(_padded(input, n, p, out, k, s, d, 0.0), idx).sum(-1)
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise RuntimeError("divisor must be not zero")
+        return total / divisor_override
+    c = [_avg_counts(input.shape[-n + i], k[i], s[i], p[i], out[i], count_include_pad, input) for i in range(n)]
+    return total / (c[0][:, None, None] * c[1][None, :, None] * c[2][None, None, :]).to(input.dtype)
+
+
+defcomposite(avg_pool1d, api="nn.functional.avg_pool1d", method=False, samples=lambda rng: [
+    sample("k2", _r(rng)(2, 3, 6), 2),
+    sample("pad_exclude_ceil", _r(rng)(1, 2, 7), 3, 2, 1, True, False),
+    sample("unbatched_nc", nc(_r(rng)(2, 5)), 3, 1, 1)])
+defcomposite(avg_pool3d, api="nn.functional.avg_pool3d", method=False, samples=lambda rng: [
+    sample("k2", _r(rng)(2, 2, 4, 4, 4), 2),
+    sample("pad_ceil_exclude", _r(rng)(1, 2, 5, 4, 5), (3, 2, 2), (2, 1, 2), 1, True, False),
+    sample("pad_include", _r(rng)(1, 1, 4, 4, 3), 3, 2, 1),
+    sample("divisor_unbatched", _r(rng)(2, 3, 4, 3), 2, 1, divisor_override=3)])
+
+
+def _lp_pool(avg, n, input, norm_type, kernel_size, stride, ceil_mode):
+    k = _ntup(kernel_size, n)
+    out = avg(input.pow(norm_type), k, stride, 0, ceil_mode)
+    return (out.sign() * out.abs().relu()).mul(math.prod(k)).pow(1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _lp_pool(avg_pool1d, 1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    from .conv import avg_pool2d
+
+    return _lp_pool(avg_pool2d, 2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _lp_pool(avg_pool3d, 3, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def _pos(rng, *shape):
+    return rng.uniform(0.5, 2.0, shape)
+
+
+defcomposite(lp_pool1d, api="nn.functional.lp_pool1d", method=False, samples=lambda rng: [
+    sample("p2", _pos(rng, 2, 3, 6), 2.0, 2), sample("p3_stride", _pos(rng, 1, 2, 7), 3, 3, 2, True)])
+defcomposite(lp_pool2d, api="nn.functional.lp_pool2d", method=False, samples=lambda rng: [
+    sample("p2", _pos(rng, 2, 2, 4, 4), 2.0, 2), sample("p1_5_stride", _pos(rng, 1, 2, 5, 5), 1.5, (2, 3), 1)])
+defcomposite(lp_pool3d, api="nn.functional.lp_pool3d", method=False, samples=lambda rng: [
+    sample("p2", _pos(rng, 1, 2, 4, 4, 4), 2.0, 2)])
+
+
+# --- adaptive pooling: window i spans [floor(i L / o), ceil((i + 1) L / o)) ---
+def _dims_message(x, name):
+    return (f"Expected 2 to 3 dimensions, but got {x.dim()}-dimensional tensor for argument #1 'self' (while "
+            f"checking arguments for {name})")
+
+
+def _adaptive_out(x, n, output_size, name):
+    if x.dim() not in (n + 1, n + 2):
+        if n == 1:
+            raise RuntimeError(_dims_message(x, name))
+        colon = ":" if "max" in name else ""
+        raise RuntimeError(f"{name}(): Expected {n + 1}D or {n + 2}D tensor, but got{colon} {list(x.shape)}")
+    if isinstance(output_size, (int, np.integer)) or output_size is None:
+        output_size = (output_size,) * n
+    output_size = tuple(output_size)
+    if len(output_size) != n:
+        raise RuntimeError(f"{name}(): internal error: output_size.size() must be {n}")
+    return tuple(x.shape[-n + i] if o is None else int(o) for i, o in enumerate(output_size))
+
+
+def _adaptive_idx(L, o, like):
+    from .factory import arange
+
+    minimum = OPS["minimum"].call
+    k = max((-(-(i + 1) * L // o)) - (i * L) // o for i in range(o)) if o else 0  # the widest window
+    i = arange(o, device=like.device)
+    start, end = (i * L) // o, -((-(i + 1) * L) // o)
+    # taps past a window's end repeat its last position: the first maximum is still the window's own
+    return minimum(start[:, None] + arange(k, device=like.device)[None, :], end[:, None] - 1)
+
+
+def _adaptive_max_nd(x, n, output_size, return_indices, name):
+    out = _adaptive_out(x, n, output_size, name)
+    idx = [_adaptive_idx(x.shape[-n + i], out[i], x) for i in range(n)]
+    vals, arg = _gather_windows(x, idx).max(-1)
+    return (vals, _flat_index(arg, idx, (0,) * n, x.shape[-n:])) if return_indices else vals
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    return _adaptive_max_nd(input, 1, output_size, return_indices, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    return _adaptive_max_nd(input, 2, output_size, return_indices, "adaptive_max_pool2d")
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    return _adaptive_max_nd(input, 3, output_size, return_indices, "adaptive_max_pool3d")
+
+
+def adaptive_avg_pool1d(input, output_size):
+    from .conv import adaptive_avg_pool2d_op
+
+    (o,) = _adaptive_out(input, 1, output_size, "adaptive_avg_pool1d")
+    return adaptive_avg_pool2d_op(input.unsqueeze(-2), (1, o)).squeeze(-2)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """The 2-d op over (H, W), then again over (D, oh * ow) with that second dim kept."""
+    from .conv import adaptive_avg_pool2d_op
+
+    od, oh, ow = _adaptive_out(input, 3, output_size, "adaptive_avg_pool3d")
+    D, H, W = input.shape[-3:]
+    lead = tuple(input.shape[:-3])
+    y = adaptive_avg_pool2d_op(input.reshape((-1, D, H, W)), (oh, ow))
+    y = adaptive_avg_pool2d_op(y.reshape((-1, D, oh * ow)), (od, oh * ow))
+    return y.reshape(lead + (od, oh, ow))
+
+
+defcomposite(adaptive_max_pool1d, api="nn.functional.adaptive_max_pool1d", method=False, samples=lambda rng: [
+    sample("uneven", _r(rng)(2, 3, 7), 3), sample("indices_unbatched", nc(_r(rng)(2, 5)), 4, True)])
+defcomposite(adaptive_max_pool2d, api="nn.functional.adaptive_max_pool2d", method=False, samples=lambda rng: [
+    sample("uneven", _r(rng)(2, 2, 5, 7), (3, 4)), sample("indices_none", _r(rng)(1, 2, 4, 5), (None, 2), True),
+    sample("unbatched_1", _r(rng)(2, 5, 5), 1, True)])
+defcomposite(adaptive_max_pool3d, api="nn.functional.adaptive_max_pool3d", method=False, samples=lambda rng: [
+    sample("uneven_indices", _r(rng)(1, 2, 3, 5, 4), (2, 3, 2), True)])
+defcomposite(adaptive_avg_pool1d, api="nn.functional.adaptive_avg_pool1d", method=False, samples=lambda rng: [
+    sample("uneven", _r(rng)(2, 3, 7), 3), sample("grow_unbatched", _r(rng)(2, 3), 5)])
+defcomposite(adaptive_avg_pool3d, api="nn.functional.adaptive_avg_pool3d", method=False, samples=lambda rng: [
+    sample("uneven", _r(rng)(2, 2, 3, 5, 4), (2, 3, 2)), sample("none_unbatched", _r(rng)(2, 4, 3, 3), (None, 2, 1))])
+
+
+# --- pixel and channel shuffles: reshapes around one permute ---
+def _check_shuffle(name, x, factor, what):
+    if factor <= 0:
+        raise RuntimeError(f"{name} expects a positive {what}, but got {factor}")
+    if x.dim() < 3:
+        raise RuntimeError(f"{name} expects input to have at least 3 dimensions, but got input with {x.dim()} "
+                           "dimension(s)")
+
+
+def pixel_shuffle(input, upscale_factor):
+    r = int(upscale_factor)
+    _check_shuffle("pixel_shuffle", input, r, "upscale_factor")
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square "
+                           f"of upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    n = len(lead)
+    x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
+    x = x.permute(list(range(n)) + [n, n + 3, n + 1, n + 4, n + 2])
+    return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):
+    r = int(downscale_factor)
+    _check_shuffle("pixel_unshuffle", input, r, "downscale_factor")
+    *lead, c, h, w = input.shape
+    for nm, size, d in (("height", h, -2), ("width", w, -1)):
+        if size % r:
+            raise RuntimeError(f"pixel_unshuffle expects {nm} to be divisible by downscale_factor, but "
+                               f"input.size({d})={size} is not divisible by {r}")
+    n = len(lead)
+    x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
+    x = x.permute(list(range(n)) + [n, n + 2, n + 4, n + 1, n + 3])
+    return x.reshape(tuple(lead) + (c * r * r, h // r, w // r))
+
+
+def channel_shuffle(input, groups):
+    if input.dim() <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes "
+                           f"{list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    c = input.shape[1]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    n, rest = input.shape[0], tuple(input.shape[2:])
+    x = input.reshape((n, groups, c // groups) + rest).transpose(1, 2)
+    return x.reshape(input.shape)
+
+
+defcomposite(pixel_shuffle, api="nn.functional.pixel_shuffle", method=False, samples=lambda rng: [
+    sample("r2", _r(rng)(2, 8, 2, 3), 2), sample("r3_5d_nc", nc(_r(rng)(2, 1, 9, 2, 2)), 3),
+    sample("unbatched", _r(rng)(4, 3, 2), 2)])
+defcomposite(pixel_unshuffle, api="nn.functional.pixel_unshuffle", method=False, samples=lambda rng: [
+    sample("r2", _r(rng)(2, 2, 4, 6), 2), sample("r3_unbatched_nc", nc(_r(rng)(1, 3, 6)), 3)])
+defcomposite(channel_shuffle, api="nn.functional.channel_shuffle", method=False, samples=lambda rng: [
+    sample("g2", _r(rng)(2, 4, 3, 3), 2), sample("g3_3d_nc", nc(_r(rng)(2, 6, 5)), 3)])
+
+
+# --- unfold / fold: a grouped convolution (and its transpose) with one-hot kernels, one output
+# channel per (channel, tap), in PyTorch's (C, kh, kw) order ---
+def _one_hot_kernels(c, k, like):
+    from .factory import eye
+
+    return eye(math.prod(k), dtype=like.dtype, device=like.device).repeat(c, 1).reshape((-1, 1) + k)
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """Each block's taps gathered along H, then W (``index_select``: 3x faster than the one-hot
+    grouped convolution ``fold`` uses, on 64x28x28 maps with a 3x3 kernel)."""
+    if input.dim() not in (3, 4) or any(v == 0 for v in input.shape[1:]):
+        raise RuntimeError("Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero "
+                           f"dimensions for input, but got: {list(input.shape)}")
+    k, d, p, s = _ntup(kernel_size, 2), _ntup(dilation, 2), _ntup(padding, 2), _ntup(stride, 2)
+    size = tuple(input.shape[-2:])
+    out = tuple((size[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2))
+    if min(out) < 1:
+        raise RuntimeError(f"Given input with spatial size {size}, kernel_size={k}, dilation={d}, padding={p}, "
+                           f"calculated shape of the array of sliding blocks as {out}, but its components must be "
+                           "at least one.")
+    x = pad_fn(input, [p[1], p[1], p[0], p[0]]) if any(p) else input
+    lead = x.dim() - 2
+    for i in range(2):
+        ix = _window_idx(out[i], k[i], s[i], d[i], x)
+        x = x.index_select(lead + 2 * i, ix.reshape(-1)).unflatten(lead + 2 * i, tuple(ix.shape))
+    x = x.permute(list(range(lead)) + [lead + 1, lead + 3, lead, lead + 2])  # (.., C, kh, kw, oh, ow)
+    return x.reshape(tuple(input.shape[:-3]) + (-1, out[0] * out[1]))
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    from .conv import convolution
+
+    if input.dim() not in (2, 3) or any(v == 0 for v in input.shape[1:]):
+        raise RuntimeError("Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and "
+                           f"non-zero dimensions for input, but got: {list(input.shape)}")
+    out, k = _ntup(output_size, 2), _ntup(kernel_size, 2)
+    d, p, s = _ntup(dilation, 2), _ntup(padding, 2), _ntup(stride, 2)
+    x = input if input.dim() == 3 else input.unsqueeze(0)
+    K = math.prod(k)
+    if x.shape[1] % K:
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
+                           f"but got input.size(1)={x.shape[1]} and kernel_size={k}.")
+    blocks = [(out[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+    if x.shape[2] != blocks[0] * blocks[1]:
+        raise RuntimeError(f"Given output_size={out}, kernel_size={k}, dilation={d}, padding={p}, stride={s}, "
+                           f"expected size of input's dimension 2 to match the calculated number of sliding blocks "
+                           f"{blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]}, but got input.size(2)={x.shape[2]}.")
+    c = x.shape[1] // K
+    base = [(blocks[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + 1 for i in range(2)]
+    y = convolution(x.reshape(tuple(x.shape[:2]) + tuple(blocks)), _one_hot_kernels(c, k, x), None, s, p, d, True,
+                    tuple(out[i] - base[i] for i in range(2)), c)
+    return y if input.dim() == 3 else y.squeeze(0)
+
+
+defcomposite(unfold, api="nn.functional.unfold", method=False, samples=lambda rng: [
+    sample("k2", _r(rng)(2, 3, 4, 4), 2),
+    sample("dil_pad_stride_nc", nc(_r(rng)(1, 2, 5, 6)), (2, 3), (2, 1), 1, (2, 1)),
+    sample("unbatched", _r(rng)(2, 3, 3), 2, stride=1)])
+defcomposite(fold, api="nn.functional.fold", method=False, samples=lambda rng: [
+    sample("k2", _r(rng)(2, 12, 9), (4, 4), 2, stride=1),
+    sample("dil_pad_stride", _r(rng)(1, 12, 18), (5, 6), (2, 3), (2, 1), 1, (2, 1)),
+    sample("uneven_unbatched", _r(rng)(4, 4), (5, 5), 2, stride=2)])
+
+
+# --- embedding_bag: sum and mean add each looked-up row into its bag (``index_add``); max takes
+# the maximum over bags padded to the longest. Bag ids and masks are ops on ``offsets`` (a capture
+# records them as calls); the data are read only for PyTorch's checks and the longest bag. ---
+def _bag_bounds(input, offsets, include_last_offset):
+    """(starts, end): the bags' first positions (a tensor) and where the last bag ends (an int)."""
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             f"fixed length sequences. However, found offsets of type {type(offsets)}")
+        return None, input.numel()
+    if input.dim() != 1:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
+    if offsets is None:
+        raise ValueError("offsets has to be a 1D Tensor but got None")
+    if offsets.dim() != 1:
+        raise ValueError("offsets has to be a 1D Tensor")
+    if offsets.numel() and int(offsets[0]) != 0:
+        raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                           f"position 0. However, got {int(offsets[0])}")
+    if offsets.numel() and int(offsets[-1]) > input.numel():
+        raise RuntimeError(f"offsets[-1] can not be greater than input's length {input.numel()} but got "
+                           f"offsets[-1] of {int(offsets[-1])}")
+    if include_last_offset:
+        return offsets[:-1], int(offsets[-1]) if offsets.numel() else 0
+    return offsets, input.numel()
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    from .factory import arange
+    from .norm import embedding
+    from .pointwise import where
+    from .shape import cat
+
+    if str(input.dtype) not in ("ndgrad.int64", "ndgrad.int32"):
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {input.type()} instead (while checking arguments for embedding_bag)")
+    if per_sample_weights is not None and input.shape != per_sample_weights.shape:
+        raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is not None, then it "
+                         f"must have the same shape as the input ({input.shape})")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("mode has to be one of sum, mean or max")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
+                                  "GitHub.")
+    if per_sample_weights is not None and per_sample_weights.dtype != weight.dtype:
+        raise RuntimeError("Expected tensor for argument #1 'weight' to have the same type as tensor for argument #1 "
+                           f"'per_sample_weights'; but type {weight.type()} does not equal "
+                           f"{per_sample_weights.type()} (while checking arguments for embedding_bag)")
+    starts, end = _bag_bounds(input, offsets, include_last_offset)
+    flat, num, dev = input.reshape(-1), weight.shape[0], weight.device
+    bad = (flat < 0) | (flat >= num)
+    if bool(bad.any()):
+        i = int(bad.to(weight.dtype).argmax())
+        raise RuntimeError(f"Index {i} of input takes value {int(flat[i])} which is not in the valid range [0, {num})")
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += num
+    look = (weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
+    n = flat.shape[0]
+    if mode == "max":  # bags padded to the longest, gaps at -inf
+        if starts is None:
+            ids, valid = input, None
+        else:
+            lens = cat([starts[1:], starts.new_full((min(1, starts.shape[0]),), end)]) - starts
+            longest = int(lens.max()) if lens.numel() else 0
+            if longest == 0 or n == 0:
+                return weight.new_zeros((starts.shape[0], weight.shape[1]))
+            j = arange(longest, device=dev)
+            ids = flat[(starts[:, None] + j).clamp(max=n - 1)]
+            valid = j < lens[:, None]
+        if padding_idx is not None:
+            valid = ids != padding_idx if valid is None else valid & (ids != padding_idx)
+        emb = embedding(ids, *look)
+        if valid is None:
+            return emb.max(1)[0]
+        vals = emb.masked_fill(~valid[..., None], float("-inf")).max(1)[0]
+        return where(valid.any(1)[:, None], vals, 0.0)
+    # sum and mean: each row in use added into its bag
+    if starts is None:
+        bags, length = input.shape
+        bag = arange(n, device=dev) // max(length, 1)
+    else:
+        bags = starts.shape[0]
+        # a 1 at each bag's start (empty bags stack theirs), summed up to each position
+        marks = starts.new_zeros((n + 1,)).index_add(0, starts, starts.new_ones(starts.shape))
+        bag = (marks.cumsum(0)[:n] - 1).clamp(min=0)
+    emb = embedding(flat, *look)
+    keep = None
+    if end < n:  # include_last_offset: what follows the last offset is in no bag
+        keep = arange(n, device=dev) < end
+    if padding_idx is not None:
+        keep = flat != padding_idx if keep is None else keep & (flat != padding_idx)
+    scale = None if keep is None else keep.to(weight.dtype)
+    if per_sample_weights is not None:
+        psw = per_sample_weights.reshape(-1)
+        scale = psw if scale is None else psw * scale
+    if scale is not None:
+        emb = emb * scale[:, None]
+    total = weight.new_zeros((bags, weight.shape[1])).index_add(0, bag, emb)
+    if mode == "sum":
+        return total
+    ones = weight.new_ones((n,)) if keep is None else keep.to(weight.dtype)
+    count = weight.new_zeros((bags,)).index_add(0, bag, ones).clamp(min=1)
+    return total / count[:, None]
+
+
+def _bag_samples(rng):
+    from .samples import sample as s
+
+    w = rng.standard_normal((6, 3))
+    i1 = np.array([1, 2, 4, 5, 4, 3, 2, 0])
+    off = np.array([0, 2, 2, 5])
+    return [s("mean_offsets", i1, w, off),
+            s("sum_psw", i1, w, off, mode="sum", per_sample_weights=rng.standard_normal(8)),
+            s("max_last_offset", i1, w, np.array([0, 3, 3, 8]), mode="max", include_last_offset=True),
+            s("2d_mean_padding", np.array([[1, 2, 0], [3, 0, 0]]), w, padding_idx=0),
+            s("2d_max", np.array([[1, 2, 5], [3, 4, 1]]), w, mode="max"),
+            s("sum_padding_neg", i1, w, off, mode="sum", padding_idx=-2)]
+
+
+defcomposite(embedding_bag, api="nn.functional.embedding_bag", method=False, samples=_bag_samples)
+
+
+# --- distances ---
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    shape = tuple(np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
+    x1, x2 = x1.expand(shape), x2.expand(shape)
+    n1 = x1.norm(2, dim=dim, keepdim=True).clamp(min=eps)
+    n2 = x2.norm(2, dim=dim, keepdim=True).clamp(min=eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    return (x1 - x2 + eps).norm(p, dim=-1, keepdim=keepdim)
+
+
+defcomposite(cosine_similarity, api="nn.functional.cosine_similarity", method=False, samples=lambda rng: [
+    sample("dim1", _r(rng)(3, 4), _r(rng)(3, 4)), sample("bcast_dim_last", _r(rng)(2, 3, 4), _r(rng)(3, 4), -1)])
+defcomposite(pairwise_distance, api="nn.functional.pairwise_distance", method=False, samples=lambda rng: [
+    sample("p2", _r(rng)(3, 4), _r(rng)(3, 4)), sample("p1_keepdim_bcast", _r(rng)(3, 4), _r(rng)(4), 1.0,
+                                                        keepdim=True),
+    sample("p3", _r(rng)(2, 5), _r(rng)(2, 5), 3)])
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    from .loss import _legacy_reduction
+
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    dims = (anchor.dim(), positive.dim(), negative.dim())
+    if len(set(dims)) != 1:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {dims[0]}D, positive {dims[1]}D, and negative {dims[2]}D "
+                           "inputs")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = OPS["minimum"].call(d_neg, pairwise_distance(positive, negative, p, eps))
+    loss = (margin + d_pos - d_neg).clamp(min=0)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.mean()
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+defcomposite(triplet_margin_loss, api="nn.functional.triplet_margin_loss", method=False, samples=lambda rng: [
+    sample("mean", _r(rng)(4, 3), _r(rng)(4, 3), _r(rng)(4, 3)),
+    sample("p1_swap_sum", _r(rng)(4, 3), _r(rng)(4, 3), _r(rng)(4, 3), 2.0, 1, swap=True, reduction="sum"),
+    sample("none_1d", _r(rng)(3), _r(rng)(3), _r(rng)(3), 0.5, reduction="none")])

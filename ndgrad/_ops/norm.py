@@ -562,3 +562,87 @@ def _sdpa_samples(rng):
 
 defcomposite(scaled_dot_product_attention, samples=_sdpa_samples, api="nn.functional.scaled_dot_product_attention",
              method=False)
+
+
+# --- composites: prelu, instance_norm, local_response_norm ---
+def prelu(input, weight):
+    from .pointwise import where
+
+    if weight.numel() != 1:
+        c = input.shape[1] if input.dim() >= 2 else 1
+        if weight.dim() != 1 or weight.numel() != c:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{weight.numel()} and channel size = {c}.")
+        w = weight.reshape((-1,) + (1,) * (input.dim() - 2))
+    else:
+        w = weight.reshape(())
+    return where(input > 0, input, w * input)
+
+
+defcomposite(prelu, api="nn.functional.prelu", method=False, samples=lambda rng: [
+    sample("shared", rng.standard_normal((2, 3, 4)), rng.uniform(0.1, 0.5, 1)),
+    sample("per_channel_4d_nc", nc(rng.standard_normal((2, 3, 2, 4))), rng.uniform(0.1, 0.5, 3)),
+    sample("per_channel_2d", rng.standard_normal((4, 3)), rng.uniform(0.1, 0.5, 3)),
+    sample("1d", rng.standard_normal(5), rng.uniform(0.1, 0.5, 1))])
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """Batch norm of a (1, N*C, *) view: each (sample, channel) plane is its own channel; the
+    running statistics (when given) are updated with the mean over the batch of the per-plane ones."""
+    from ..autograd.grad_mode import no_grad
+
+    if use_input_stats:
+        size = list(input.shape)
+        if math.prod(size[2:]) == 1:
+            raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                             f"ndgrad.Size({size})")
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    n, c = input.shape[:2]
+    rm = None if running_mean is None else running_mean.repeat(n)
+    rv = None if running_var is None else running_var.repeat(n)
+    out = batch_norm(input.reshape((1, n * c) + tuple(input.shape[2:])), rm, rv,
+                     None if weight is None else weight.repeat(n), None if bias is None else bias.repeat(n),
+                     True, momentum, eps)
+    with no_grad():
+        if running_mean is not None:
+            running_mean.copy_(rm.reshape(n, c).mean(0))
+        if running_var is not None:
+            running_var.copy_(rv.reshape(n, c).mean(0))
+    return out.reshape(input.shape)
+
+
+defcomposite(instance_norm, api="nn.functional.instance_norm", method=False, samples=lambda rng: [
+    sample("plain", rng.standard_normal((2, 3, 5))),
+    sample("affine_4d_nc", nc(rng.standard_normal((2, 3, 2, 4))), None, None, rng.standard_normal(3),
+           rng.standard_normal(3)),
+    sample("stats", rng.standard_normal((2, 3, 4)), rng.standard_normal(3), rng.uniform(0.5, 2, 3),
+           momentum=0.2, no_grad=(1, 2)),
+    sample("eval_stats", rng.standard_normal((2, 3, 4)), rng.standard_normal(3), rng.uniform(0.5, 2, 3),
+           rng.standard_normal(3), None, False, no_grad=(1, 2))])
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    from .nn import pad_fn
+
+    dim = input.dim()
+    if dim < 3:
+        # NOTE(pytorch): its message carries a run of spaces (a line continuation inside the string)
+        raise ValueError(f"Expected 3D or higher dimensionality{' ' * 26}input (got {dim} dimensions)")
+    if input.numel() == 0:
+        return input
+    c = input.shape[1]
+    sq = pad_fn(input * input, [0, 0] * (dim - 2) + [size // 2, (size - 1) // 2])
+    total = sq[:, 0:c]
+    for j in range(1, size):  # the channel window's sum, one shifted slice at a time
+        total = total + sq[:, j:j + c]
+    return input / (total * (alpha / size) + k).pow(beta)
+
+
+defcomposite(local_response_norm, api="nn.functional.local_response_norm", method=False, samples=lambda rng: [
+    sample("3d", rng.standard_normal((2, 5, 4)), 3),
+    sample("4d_even_nc", nc(rng.standard_normal((2, 4, 3, 3))), 2, 1e-2, 0.5, 2.0),
+    sample("5d", rng.standard_normal((1, 3, 2, 2, 2)), 5, 0.1)])

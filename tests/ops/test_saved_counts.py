@@ -36,6 +36,7 @@ _OUT = "torch saves its output unconditionally; ndgrad only when the formula rea
 _GRAD_OUT = "the grad_output formula reads only the output; torch saves both for either"
 _DECOMP = "ndgrad's decomposition saves less than torch's op (its primitives are checked here)"
 _LOSS = "a composite; torch's fused loss saves its inputs only"
+_GATHER = "a composite of index_select, where or convolution whose parts save their own inputs"
 
 # ndgrad packs fewer values than torch (checked: never more).
 FEWER = {
@@ -79,6 +80,18 @@ FEWER = {
     "pow": _DECOMP,
     "scaled_dot_product_attention": _DECOMP + " (some samples)",
     "take_along_dim": _DECOMP,
+    "conv3d": _DECOMP,
+    "conv_transpose1d": _DECOMP,
+    "conv_transpose3d": _DECOMP,
+    "max_pool1d": _DECOMP,
+    "avg_pool1d": _DECOMP,
+    "adaptive_avg_pool1d": _DECOMP,
+    "adaptive_avg_pool3d": _DECOMP,
+    "lp_pool1d": _DECOMP,
+    "lp_pool2d": _DECOMP,
+    "instance_norm": _DECOMP,
+    "local_response_norm": _DECOMP,
+    "embedding_bag": _DECOMP,
 }
 # ndgrad packs more values than torch for some sample.
 MORE = {
@@ -94,6 +107,16 @@ MORE = {
     "mse_loss": _LOSS,
     "kl_div": _LOSS,
     "repeat_interleave": "a composite (an index gather); torch's repeat_interleave saves none",
+    "max_pool3d": _GATHER,
+    "avg_pool3d": _GATHER,
+    "lp_pool3d": _GATHER,
+    "adaptive_max_pool1d": _GATHER,
+    "adaptive_max_pool2d": _GATHER,
+    "adaptive_max_pool3d": _GATHER,
+    "unfold": _GATHER,
+    "fold": _GATHER,
+    "prelu": _GATHER,
+    "cosine_similarity": _GATHER,
 }
 
 

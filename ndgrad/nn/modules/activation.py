@@ -14,6 +14,7 @@ __all__ = [
     "ReLU", "ReLU6", "GELU", "SiLU", "Tanh", "Sigmoid", "ELU", "CELU", "SELU", "LeakyReLU",
     "Softplus", "Softmax", "LogSoftmax", "Softmin", "Hardtanh", "Hardsigmoid", "Hardswish",
     "Mish", "LogSigmoid", "Softsign", "Tanhshrink", "Threshold", "GLU", "Flatten", "Unflatten",
+    "PReLU", "Softmax2d", "CosineSimilarity", "PairwiseDistance",
 ]
 
 _relu, _relu_ = OPS["relu"].call, OPS["relu_"].call
@@ -228,6 +229,62 @@ class LogSoftmax(_DimModule):
 class Softmin(_DimModule):
     def forward(self, input):
         return F.softmin(input, self.dim, _stacklevel=5)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of a ``(N, C, H, W)`` or ``(C, H, W)`` input."""
+
+    def forward(self, input):
+        if input.dim() not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D instead")
+        return F.softmax(input, -3, _stacklevel=5)
+
+
+class PReLU(Module):
+    """``max(0, x) + weight * min(0, x)``, with one learnt slope or one per channel (dim 1).
+
+    >>> PReLU()(ndgrad.tensor([-2.0, 1.0])).tolist()
+    [-0.5, 1.0]
+    """
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None) -> None:
+        from ..._ops.factory import empty
+        from ..parameter import Parameter
+
+        self.num_parameters = num_parameters
+        super().__init__()
+        self.init = init
+        self.weight = Parameter(empty(num_parameters, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        from .. import init
+
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class CosineSimilarity(Module):
+    def __init__(self, dim: int = 1, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> None:
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
 class GLU(Module):

@@ -1,4 +1,5 @@
-"""Convolution modules: Conv1d, Conv2d, ConvTranspose2d (forward through ``nn.functional``)."""
+"""Convolution modules: Conv1d/2d/3d, ConvTranspose1d/2d/3d, Fold and Unfold (forward through
+``nn.functional``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from ... import no_grad
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from .linear import LazyModuleMixin, UninitializedParameter
 from .module import Module
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Fold", "Unfold",
+           "LazyConv1d", "LazyConv2d", "LazyConv3d"]
 
 _PAD_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -131,29 +134,138 @@ class Conv2d(_ConvNd):
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-class ConvTranspose2d(_ConvNd):
+class Conv3d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(3, in_channels, out_channels, kernel_size, stride, padding, dilation, False, 0, groups,
+                         bias, padding_mode, device, dtype)
+
+    def forward(self, input):
+        if self.padding_mode != "zeros":
+            return F.conv3d(self._padded(input), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class _ConvTransposeNd(_ConvNd):
+    n = 2
+
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
                  bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
-        super().__init__(2, in_channels, out_channels, kernel_size, stride, padding, dilation, True,
+        super().__init__(self.n, in_channels, out_channels, kernel_size, stride, padding, dilation, True,
                          output_padding, groups, bias, padding_mode, device, dtype)
 
     def _output_padding(self, input, output_size):
         if output_size is None:
             return self.output_padding
-        size = list(output_size)[-2:]
+        n = self.n
+        size = list(output_size)[-n:]
         out = []
-        for i in range(2):
-            base = ((input.shape[-2 + i] - 1) * self.stride[i] - 2 * self.padding[i]
+        for i in range(n):
+            base = ((input.shape[-n + i] - 1) * self.stride[i] - 2 * self.padding[i]
                     + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
             if not base <= size[i] < base + max(self.stride[i], self.dilation[i]):
                 raise ValueError(f"requested an output size of {size}, but valid sizes range from "
-                                 f"[{base}, ...] (for an input of {list(input.shape[-2:])})")
+                                 f"[{base}, ...] (for an input of {list(input.shape[-n:])})")
             out.append(size[i] - base)
         return tuple(out)
 
     def forward(self, input, output_size=None):
         op = self._output_padding(input, output_size)
-        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
-                                  self.dilation)
+        fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[self.n - 1]
+        return fn(input, self.weight, self.bias, self.stride, self.padding, op, self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    n = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    n = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    n = 3
+
+
+class Fold(Module):
+    """Sums sliding local blocks ``(N, C * prod(kernel_size), L)`` into ``(N, C, *output_size)``."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1) -> None:
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input):
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")
+
+
+class Unfold(Module):
+    """Extracts sliding local blocks: ``(N, C, H, W)`` to ``(N, C * prod(kernel_size), L)``.
+
+    >>> Unfold(2)(ndgrad.zeros(1, 3, 4, 4)).shape
+    ndgrad.Size([1, 12, 9])
+    """
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1) -> None:
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
+                f"stride={self.stride}")
+
+
+# --- lazy convolutions: ``in_channels`` (0 until then) from the first input's channel dim ---
+class _LazyConvMixin(LazyModuleMixin):
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode)
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input, *args) -> None:
+        if not self.has_uninitialized_params():
+            return
+        n = len(self.kernel_size)
+        in_channels = input.shape[0] if input.dim() == n + 1 else input.shape[1]
+        if in_channels % self.groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        self.in_channels = in_channels
+        with no_grad():
+            self.weight.materialize((self.out_channels, in_channels // self.groups) + tuple(self.kernel_size))
+            if self.bias is not None:
+                self.bias.materialize((self.out_channels,))
+            self.reset_parameters()
+
+
+class LazyConv1d(_LazyConvMixin, Conv1d):
+    cls_to_become = Conv1d
+
+
+class LazyConv2d(_LazyConvMixin, Conv2d):
+    """A Conv2d whose ``in_channels`` is inferred from the first input.
+
+    >>> m = LazyConv2d(4, 3); _ = m(ndgrad.ones(1, 2, 5, 5)); type(m).__name__, tuple(m.weight.shape)
+    ('Conv2d', (4, 2, 3, 3))
+    """
+
+    cls_to_become = Conv2d
+
+
+class LazyConv3d(_LazyConvMixin, Conv3d):
+    cls_to_become = Conv3d

@@ -1,4 +1,5 @@
-"""Identity, Linear, Bilinear."""
+"""Identity, Linear, Bilinear, LazyLinear (and the lazy-module pieces: ``UninitializedParameter``,
+``LazyModuleMixin``, which LazyConv*d share)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from .. import init
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["Identity", "Linear", "Bilinear"]
+__all__ = ["Identity", "Linear", "Bilinear", "LazyLinear", "UninitializedParameter"]
 
 
 class Identity(Module):
@@ -87,3 +88,92 @@ class Bilinear(Module):
     def extra_repr(self) -> str:
         return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
                 f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+# --- lazy modules: parameters whose shape the first forward's input decides ---
+class UninitializedParameter(Parameter):
+    """A parameter with no shape yet; ``materialize(shape)`` gives it storage and makes it a
+    ``Parameter``.
+
+    >>> p = UninitializedParameter(); p.materialize((2, 3)); type(p).__name__, tuple(p.shape)
+    ('Parameter', (2, 3))
+    """
+
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad: bool = True, device=None, dtype=None):
+        return super().__new__(cls, empty(0, device=device, dtype=dtype), requires_grad)
+
+    def __init__(self, requires_grad: bool = True, device=None, dtype=None) -> None:
+        pass
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        data = empty(tuple(shape), device=device or self.device, dtype=dtype or self.dtype)
+        self._data = data._data
+        self.__class__ = self.cls_to_become
+
+    def __repr__(self) -> str:
+        return "<UninitializedParameter>"
+
+    __str__ = __repr__
+
+
+def is_lazy(param) -> bool:
+    return isinstance(param, UninitializedParameter)
+
+
+class LazyModuleMixin:
+    """Infers parameter shapes on the first call (a forward pre-hook), then turns the module
+    into ``cls_to_become`` (PyTorch's behaviour: a LazyLinear becomes a Linear)."""
+
+    cls_to_become = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._initialize_hook = self.register_forward_pre_hook(_infer_parameters)
+
+    def has_uninitialized_params(self) -> bool:
+        return any(is_lazy(p) for p in self._parameters.values()) or any(
+            is_lazy(b) for b in self._buffers.values())
+
+
+def _infer_parameters(module, args):
+    module.initialize_parameters(*args)
+    if module.has_uninitialized_params():
+        raise RuntimeError(f"module {module._get_name()} has not been fully initialized")
+    module._initialize_hook.remove()
+    del module._initialize_hook
+    if module.cls_to_become is not None:
+        module.__class__ = module.cls_to_become
+
+
+class LazyLinear(LazyModuleMixin, Linear):
+    """A Linear whose ``in_features`` is the first input's last dim (0 until then).
+
+    >>> m = LazyLinear(2); _ = m(ndgrad.ones(4, 3)); type(m).__name__, m.in_features
+    ('Linear', 3)
+    """
+
+    cls_to_become = Linear
+
+    def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__(0, 0, False)
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.out_features = out_features
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input) -> None:
+        from ...autograd.grad_mode import no_grad
+
+        if self.has_uninitialized_params():
+            with no_grad():
+                self.in_features = input.shape[-1]
+                self.weight.materialize((self.out_features, self.in_features))
+                if self.bias is not None:
+                    self.bias.materialize((self.out_features,))
+                self.reset_parameters()

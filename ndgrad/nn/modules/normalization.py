@@ -1,4 +1,5 @@
-"""Normalization layers: BatchNorm1d/2d, LayerNorm, GroupNorm, RMSNorm.
+"""Normalization layers: BatchNorm1d/2d, InstanceNorm1d/2d/3d, LayerNorm, GroupNorm, RMSNorm,
+LocalResponseNorm.
 
 Each is a thin shell over its ``nn.functional`` op; the batch norms keep PyTorch's running-stat
 buffers (``running_mean``, ``running_var``, ``num_batches_tracked``) and train/eval behaviour.
@@ -7,6 +8,7 @@ buffers (``running_mean``, ``running_var``, ``num_batches_tracked``) and train/e
 from __future__ import annotations
 
 import numbers
+import warnings
 
 from ... import _dtype as D
 from ..._factories import tensor
@@ -16,7 +18,8 @@ from .. import init
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "RMSNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LayerNorm",
+           "GroupNorm", "RMSNorm", "LocalResponseNorm"]
 
 
 class _BatchNorm(Module):
@@ -92,6 +95,75 @@ class BatchNorm2d(_BatchNorm):
     def _check_input_dim(self, input) -> None:
         if input.dim() != 4:
             raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+class _InstanceNorm(_BatchNorm):
+    """Per-sample, per-channel normalization; running stats (averaged over the batch) only when
+    ``track_running_stats``, and then used in eval mode. ``num_batches_tracked`` stays 0."""
+
+    _spatial = 1
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device=None, dtype=None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def _check_input_dim(self, input) -> None:
+        n = self._spatial
+        if input.dim() not in (n + 1, n + 2):
+            raise ValueError(f"expected {n + 1}D or {n + 2}D input (got {input.dim()}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        feature_dim = input.dim() - (self._spatial + 1)
+        if input.size(feature_dim) != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={feature_dim} to match num_features "
+                                 f"({self.num_features}), but got: {input.size(feature_dim)}.")
+            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. You can silence this "
+                          "warning by not passing in num_features, which is not used because affine=False",
+                          stacklevel=2)
+        unbatched = input.dim() == self._spatial + 1
+        x = input.unsqueeze(0) if unbatched else input
+        out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                              self.training or not self.track_running_stats,
+                              self.momentum if self.momentum is not None else 0.0, self.eps)
+        return out.squeeze(0) if unbatched else out
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalization over a 2-D ``(C, L)`` or 3-D ``(N, C, L)`` input."""
+
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalization over a 3-D ``(C, H, W)`` or 4-D ``(N, C, H, W)`` input.
+
+    >>> InstanceNorm2d(3)(ndgrad.ones(2, 3, 4, 4)).shape
+    ndgrad.Size([2, 3, 4, 4])
+    """
+
+    _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalization over a 4-D ``(C, D, H, W)`` or 5-D ``(N, C, D, H, W)`` input."""
+
+    _spatial = 3
+
+
+class LocalResponseNorm(Module):
+    """Normalizes each channel by the (scaled) energy of its ``size`` neighbouring channels."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
 def _shape_tuple(normalized_shape):
