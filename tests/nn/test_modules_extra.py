@@ -329,3 +329,12 @@ def test_functional_names_exist():
                  "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "embedding_bag", "unfold", "fold",
                  "cosine_similarity", "pairwise_distance", "triplet_margin_loss"):
         assert callable(getattr(F, name)), name
+
+
+@pytest.mark.parametrize("kw", [{}, {"margin": 0.5, "p": 1, "swap": True}, {"reduction": "none"}])
+def test_triplet_margin_loss_module(kw):
+    a, p, n = (np.random.default_rng(i).standard_normal((4, 5)) for i in range(3))
+    want = torch.nn.TripletMarginLoss(**kw)(*(torch.tensor(x) for x in (a, p, n)))
+    got = nd.nn.TripletMarginLoss(**kw)(*(nd.tensor(x) for x in (a, p, n)))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    assert repr(nd.nn.TripletMarginLoss(**kw)) == repr(torch.nn.TripletMarginLoss(**kw))
