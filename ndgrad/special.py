@@ -11,3 +11,7 @@ logit = _OPS["logit"].call
 expm1 = _OPS["expm1"].call
 exp2 = _OPS["exp2"].call
 log1p = _OPS["log1p"].call
+gammaln = _OPS["lgamma"].call
+digamma = psi = _OPS["digamma"].call
+polygamma = _OPS["polygamma"].call
+erfinv = _OPS["erfinv"].call

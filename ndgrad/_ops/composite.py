@@ -15,10 +15,11 @@ from .. import _dtype as D
 from .._factories import as_tensor
 from .factory import full as _full
 from .._tensor import Tensor
+from ..autograd.grad_mode import state as _grad_state
 from .index import index_adv
-from .registry import OPS, defcomposite, defop
+from .registry import NAMESPACES, OPS, defcomposite, defop, write_out
 from .samples import nc, sample
-from .shape import size_arg
+from .shape import cat, size_arg
 
 def _call(name):
     return OPS[name].call
@@ -727,3 +728,152 @@ T.__imul__ = T.mul_
 T.__itruediv__ = T.div_
 T.__hash__ = object.__hash__
 
+
+
+# --- aliases and in-place forms of composites (their results written with copy_) ---
+def _inplace_of(fn, name: str):
+    def inplace(self, *args, **kwargs):
+        # The composite may save self for backward: it reads a copy when a graph is recorded.
+        src = self.clone() if self.requires_grad and _grad_state.grad_enabled else self
+        return self.copy_(fn(src, *args, **kwargs))
+
+    inplace.__name__ = inplace.__qualname__ = name
+    inplace.__doc__ = f"``Tensor.{name}``: the out-of-place result written into ``self``."
+    return inplace
+
+
+for _name in ("square", "sgn", "deg2rad", "rad2deg", "floor_divide"):
+    if not hasattr(Tensor, _name + "_"):
+        setattr(Tensor, _name + "_", _inplace_of(getattr(Tensor, _name), _name + "_"))
+for _other, _name in (("divide", "div"), ("true_divide", "div")):
+    NAMESPACES[""].setdefault(_other, NAMESPACES[""][_name])
+    if not hasattr(Tensor, _other):
+        setattr(Tensor, _other, getattr(Tensor, _name))
+    if not hasattr(Tensor, _other + "_"):
+        setattr(Tensor, _other + "_", getattr(Tensor, _name + "_"))
+for _name in ("logical_not", "bitwise_not"):
+    if not hasattr(Tensor, _name + "_"):
+        setattr(Tensor, _name + "_", _inplace_of(OPS[_name].call, _name + "_"))
+
+
+# --- kron, block_diag, cov, corrcoef ---
+def kron(input, other, *, out=None):
+    """The Kronecker product: each element of ``input`` scales a copy of ``other``."""
+    if out is not None:
+        return write_out("kron", lambda: kron(input, other), (input, other), out)
+    n = max(input.dim(), other.dim())
+    a = input.reshape((1,) * (n - input.dim()) + tuple(input.shape))
+    b = other.reshape((1,) * (n - other.dim()) + tuple(other.shape))
+    ab = a.reshape([s for d in a.shape for s in (d, 1)]) * b.reshape([s for d in b.shape for s in (1, d)])
+    return ab.reshape([x * y for x, y in zip(a.shape, b.shape, strict=True)])
+
+
+def block_diag(*tensors):
+    """The tensors (each 0-, 1- or 2-D) along the diagonal of a matrix of zeros."""
+    mats = []
+    for i, t in enumerate(tensors):
+        if t.dim() > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. "
+                               f"Input {i} has {t.dim()} dimensions")
+        mats.append(t.reshape(1, -1) if t.dim() < 2 else t)
+    dtype = D.result_type(list(tensors)) if tensors else D._default[0]
+    cols = sum(m.shape[1] for m in mats)
+    if not mats:
+        return _full((1, 0), 0, dtype=dtype)
+    rows, left = [], 0
+    for m in mats:
+        r, c = m.shape
+        z = m.new_zeros
+        rows.append(cat([z((r, left), dtype=dtype), m.to(dtype), z((r, cols - left - c), dtype=dtype)], 1))
+        left += c
+    return cat(rows, 0)
+
+
+def _check_weights(name, w, n, integral):
+    if w.dim() > 1:
+        raise RuntimeError(f"cov(): expected {name} to have one or fewer dimensions but got {name} "
+                           f"with {w.dim()} dimensions")
+    if w.numel() != n:
+        raise RuntimeError(f"cov(): expected {name} to have the same numel as there are observations "
+                           f"in the input but got {w.numel()} != {n}")
+    kind = D.to_dtype(w.dtype).np.kind
+    if integral and kind not in "iub":
+        raise RuntimeError(f"cov(): expected fweights to have integral dtype but got fweights with "
+                           f"{D.SHORT_NAMES[D.to_dtype(w.dtype).np]} dtype")
+    if not integral and kind not in "f":
+        raise RuntimeError(f"cov(): expected aweights to have floating point dtype but got aweights "
+                           f"with {D.SHORT_NAMES[D.to_dtype(w.dtype).np]} dtype")
+    if bool((w < 0).any()):
+        raise RuntimeError(f"cov(): {name} cannot be negative")
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """The covariance matrix of the rows (variables) of ``input`` over its columns (observations)."""
+    if input.dim() > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input "
+                           f"with {input.dim()} dimensions")
+    x = input.reshape(1, -1) if input.dim() < 2 else input
+    if not x.is_floating_point() and not x.is_complex():
+        x = x.to(D._default[0])
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        _check_weights("fweights", fweights, n, True)
+        w = fweights
+    if aweights is not None:
+        _check_weights("aweights", aweights, n, False)
+        w = aweights if w is None else w * aweights
+    if w is None:
+        w_sum = n
+        avg = x.mean(1)
+    else:
+        w_sum = w.sum()
+        avg = (x * w).sum(1) / w_sum
+    if w is None:
+        norm = w_sum - correction
+    elif correction == 0:
+        norm = w_sum
+    elif aweights is None:
+        norm = w_sum - correction
+    else:
+        norm = w_sum - correction * (w * aweights).sum() / w_sum
+    if float(norm) <= 0:
+        warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less than the "
+                      "number of observations.", UserWarning, stacklevel=2)
+        norm = norm * 0 if isinstance(norm, Tensor) else 0
+    xm = x - avg.unsqueeze(1)
+    xw = xm if w is None else xm * w
+    return (xw @ xm.mT / norm).squeeze()
+
+
+def corrcoef(input):
+    """Pearson correlation coefficients of the rows of ``input`` (``cov`` normalised)."""
+    c = cov(input)
+    if c.dim() == 0:
+        return c / c
+    d = c.diagonal()
+    std = d.sqrt()
+    c = c / std.unsqueeze(1)
+    c = c / std.unsqueeze(0)
+    return c.clamp(-1, 1) if not c.is_complex() else c
+
+
+for _fn, _samples in (
+    (kron, lambda rng: [sample("2d", _r(rng, 2, 3), _r(rng, 3, 2)),
+                        sample("mixed_nc", nc(_r(rng, 2, 3)), _r(rng, 4)),
+                        sample("0d", _r(rng), _r(rng, 2))]),
+    (cov, lambda rng: [sample("2d", _r(rng, 3, 5)), sample("1d", _r(rng, 5)),
+                       sample("c0_nc", nc(_r(rng, 2, 4)), correction=0),
+                       sample("fw", _r(rng, 3, 5), fweights=np.array([1, 2, 1, 3, 1])),
+                       sample("aw", _r(rng, 2, 4), aweights=rng.uniform(0.5, 2, 4), no_grad=(1,)),
+                       sample("both", _r(rng, 2, 4), correction=2, fweights=np.array([1, 2, 2, 1]),
+                              aweights=rng.uniform(0.5, 2, 4))]),
+    (corrcoef, lambda rng: [sample("2d", _r(rng, 3, 5)), sample("1d", _r(rng, 4)),
+                            sample("int", np.array([[1, 2, 3], [3, 2, 1]]))]),
+):
+    defcomposite(_fn, samples=_samples)
+
+defcomposite(block_diag, method=False, samples=lambda rng: [
+    sample("mixed", _r(rng, 2, 3), _r(rng), _r(rng, 2), nc(_r(rng, 3, 2))),
+    sample("one", _r(rng, 2, 2)),
+    sample("int", np.arange(4).reshape(2, 2), _r(rng, 1, 2))])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import warnings
 
 import numpy as np
 
@@ -16,11 +17,11 @@ from .. import _dtype as D
 from .._backend import cublas as _cublas
 from .. import return_types
 from .registry import PROMOTE_COMMON as COMMON
-from .._tensor import Tensor
+from .._tensor import Tensor, _wrap_dim
 from .factory import eye as _eye
 from .factory import ones as _ones
 from .jvp import plus, product
-from .registry import NAMESPACES, defcomposite, defop
+from .registry import NAMESPACES, defcomposite, defop, write_out
 from .samples import nc, sample
 from .shape import cat
 
@@ -833,3 +834,131 @@ defop("linalg_svdvals(Tensor A) -> Tensor", _svdvals, {"A": _svdvals_backward},
                            sample("square", rng.standard_normal((3, 3))),
                            sample("batched", rng.standard_normal((2, 3, 2))),
                            sample("nc", nc(rng.standard_normal((3, 4))))])
+
+
+# --- linalg.svd, svd ---
+def _svd(a, full_matrices, driver):
+    if a.ndim < 2:
+        raise RuntimeError("linalg.svd: The input tensor A must have at least 2 dimensions.")
+    _check_float("linalg.svd", a)
+    if driver is not None:
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA "
+                           "inputs with cuSOLVER backend.")
+    return np.linalg.svd(a, full_matrices=full_matrices)
+
+
+def _linalg_svd_backward(grads, U, S, Vh):
+    """The reduced SVD's gradient; with full_matrices, the columns past k = min(m, n) of U (rows
+    of Vh) do not enter it, as in PyTorch (their gradients are dropped)."""
+    if U.is_complex():  # the phase gauge term and conjugate transposes are not written yet
+        raise NotImplementedError("ndgrad: the gradient of linalg.svd for complex inputs is not "
+                                  "implemented")
+    k = S.shape[-1]
+    gU, gS, gVh = grads
+    if U.shape[-1] != k:
+        U, gU = U[..., :k], gU[..., :k]
+    if Vh.shape[-2] != k:
+        Vh, gVh = Vh[..., :k, :], gVh[..., :k, :]
+    return _svd_backward((gU, gS, gVh), U, S, Vh)
+
+
+svd_result = return_types._structseq("linalg_svd", ("U", "S", "Vh"))
+return_types.linalg_svd = svd_result
+_linalg_svd_rec = defop(
+    "linalg_svd(Tensor A, bool full_matrices=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)",
+    _svd, {"A": lambda grads, U, S, Vh: _linalg_svd_backward(grads, U, S, Vh)},
+    # No generic oracle: LAPACK builds pick other signs for the singular vectors of non-square
+    # inputs; tests/ops/test_missing_ops.py compares with torch up to those signs.
+    api=False, method=False,
+    samples=lambda rng: [sample("tall", rng.standard_normal((4, 3)), False),
+                         sample("wide", rng.standard_normal((2, 4)), False),
+                         sample("square_full", rng.standard_normal((3, 3))),
+                         sample("batched_nc", nc(rng.standard_normal((2, 3, 2))), False)])
+
+
+def linalg_svd(A, full_matrices=True, *, driver=None, out=None):
+    """``torch.linalg.svd``: ``A = U diag(S) Vh``, singular values in descending order."""
+    if out is not None:
+        return write_out("linalg_svd", lambda: linalg_svd(A, full_matrices, driver=driver), (A,), out)
+    return svd_result(*_linalg_svd_rec.call(A, full_matrices, driver=driver))
+
+
+NAMESPACES["linalg"]["svd"] = linalg_svd
+svd_old_result = return_types._structseq("svd", ("U", "S", "V"))
+return_types.svd = svd_old_result
+
+
+def svd(input, some=True, compute_uv=True, *, out=None):
+    """``torch.svd`` (deprecated in PyTorch for ``linalg.svd``): ``(U, S, V)`` with V not
+    transposed; ``compute_uv=False`` gives zero-filled full U and V."""
+    if out is not None:
+        return write_out("svd", lambda: svd(input, some, compute_uv), (input,), out)
+    if input.dim() < 2:
+        raise RuntimeError(f"linalg.svd: input should have at least 2 dimensions, but has "
+                           f"{input.dim()} dimensions instead")
+    if not compute_uv:
+        m, n = input.shape[-2:]
+        batch = tuple(input.shape[:-2])
+        S = NAMESPACES["linalg"]["svdvals"](input)
+        return svd_old_result(input.new_zeros(batch + (m, m)), S, input.new_zeros(batch + (n, n)))
+    U, S, Vh = _linalg_svd_rec.call(input, not some)
+    return svd_old_result(U, S, Vh.mT)
+
+
+defcomposite(svd, samples=lambda rng: [sample("square", rng.standard_normal((3, 3))),
+                                       sample("full", rng.standard_normal((3, 3)), False),
+                                       sample("no_uv", rng.standard_normal((4, 3)), True, False),
+                                       sample("batched", rng.standard_normal((2, 2, 2)))])
+
+
+# --- cross products ---
+def _linalg_cross(x, y, dim):
+    if x.ndim != y.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    d = _wrap_dim(dim, x.ndim)
+    if x.shape[d] != 3 or y.shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{x.shape[d]} and {y.shape[d]}")
+    if x.dtype != y.dtype:
+        raise RuntimeError(f"expected scalar type {_tname(x)} but found {_tname(y)}")
+    return np.cross(x, y, axis=d)
+
+
+defop("linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor", _linalg_cross,
+      {"self": lambda grad, other, dim: linalg_cross(other, grad, dim=dim),
+       "other": lambda grad, self, dim: linalg_cross(grad, self, dim=dim)},
+      jvp=lambda self_p, self_t, other_p, other_t, dim: plus(
+          None if self_t is None else linalg_cross(self_t, other_p, dim=dim),
+          None if other_t is None else linalg_cross(self_p, other_t, dim=dim)),
+      api="linalg.cross", method=False,
+      samples=lambda rng: [sample("last", rng.standard_normal((4, 3)), rng.standard_normal((4, 3))),
+                           sample("dim0_nc", nc(rng.standard_normal((3, 4))),
+                                  rng.standard_normal((3, 4)), dim=0),
+                           sample("bcast", rng.standard_normal((2, 1, 3)),
+                                  rng.standard_normal((1, 4, 3))),
+                           sample("1d", rng.standard_normal(3), rng.standard_normal(3))])
+linalg_cross = NAMESPACES["linalg"]["cross"]
+
+
+def cross(input, other, dim=None, *, out=None):
+    """``torch.cross``: the cross product along ``dim``; without ``dim``, along the first
+    dimension of size 3 (deprecated in PyTorch, with its warning)."""
+    if out is not None:
+        return write_out("cross", lambda: cross(input, other, dim), (input, other), out)
+    if dim is None:
+        warnings.warn(
+            "Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the "
+            "dim explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to "
+            "agree with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
+        if input.dim() != other.dim():
+            raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+        shape = [max(a, b) for a, b in zip(input.shape, other.shape, strict=True)]
+        dim = next((i for i, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise RuntimeError("no dimension of size 3 in input")
+    return linalg_cross(input, other, dim=dim)
+
+
+defcomposite(cross, samples=lambda rng: [
+    sample("dim", rng.standard_normal((3, 4)), rng.standard_normal((3, 4)), 0),
+    sample("default", rng.standard_normal((2, 3)), rng.standard_normal((2, 3)))])

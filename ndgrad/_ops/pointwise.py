@@ -857,3 +857,112 @@ for _name, _np in (("bitwise_and", "bitwise_and"), ("bitwise_or", "bitwise_or"),
           promote=COMMON, samples=lambda rng: [sample("int", np.array([1, 2, 3]), np.array([3, 1, 2]))])
 defop("bitwise_not(Tensor self) -> Tensor", "invert", None,
       samples=lambda rng: [sample("bool", np.array([True, False]))])
+
+
+# --- special functions: SciPy's ufuncs (NumPy has none), imported on first use ---
+def _scipy(name: str):
+    """``scipy.special.<name>``; SciPy is optional (the ``scipy`` extra), NumPy is not."""
+    try:
+        from scipy import special
+    except ImportError:  # pragma: no cover - scipy is in the test environment
+        raise RuntimeError(
+            f"ndgrad needs SciPy for {name}: install it with `pip install scipy`") from None
+    return getattr(special, name)
+
+
+def _like(x, y):
+    """``y`` in an array like ``x`` (its dtype, and its array type: a host-memory device's)."""
+    out = np.empty_like(x)
+    out[...] = y
+    return out
+
+
+def _special(name: str):
+    def fwd(x):
+        return _like(x, _scipy(name)(x))
+
+    return fwd
+
+
+def _polygamma(n, x):
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    return _like(x, _scipy("psi")(x) if n == 0 else _scipy("polygamma")(n, x))
+
+
+defop("lgamma(Tensor self) -> Tensor", _special("gammaln"),
+      {"self": lambda grad, self: grad * self.digamma()}, jvp="elementwise",
+      promote=FLOAT, inplace="lgamma_", samples=unary(domain=(0.2, 4.0)))
+defop("digamma(Tensor self) -> Tensor", _special("psi"),
+      {"self": lambda grad, self: grad * polygamma(1, self)}, jvp="elementwise",
+      promote=FLOAT, inplace="digamma_", samples=unary(domain=(0.2, 4.0)))
+# NOTE(pytorch): the order n comes first (torch.polygamma(n, input)); Tensor.polygamma(n) below.
+defop("polygamma(int n, Tensor self) -> Tensor", _polygamma,
+      {"self": lambda grad, n, self: grad * polygamma(n + 1, self)}, jvp="elementwise",
+      promote=FLOAT, method=False,
+      samples=lambda rng: [sample("n1", 1, rng.uniform(0.3, 3, (3, 4))),
+                           sample("n2_nc", 2, nc(rng.uniform(0.3, 3, (3, 4)))),
+                           sample("n0_0d", 0, rng.uniform(0.3, 3, ()))])
+polygamma = OPS["polygamma"].call
+Tensor.polygamma = lambda self, n: polygamma(n, self)
+defop("erfinv(Tensor self) -> Tensor", _special("erfinv"),
+      {"self": lambda grad, result: grad * (math.sqrt(math.pi) / 2) * (result * result).exp()},
+      jvp="elementwise", promote=FLOAT, inplace="erfinv_", samples=unary(domain=(-0.9, 0.9)))
+
+
+def polygamma_(self, n):
+    """``Tensor.polygamma_``: ``polygamma(n, self)`` written into ``self``."""
+    return self.copy_(polygamma(n, self.clone() if self.requires_grad else self))
+
+
+Tensor.polygamma_ = polygamma_
+
+
+# --- aliases (PyTorch's; their nodes are the aliased op's) ---
+for _alias, _op in (("absolute", "abs"), ("negative", "neg"), ("fix", "trunc"), ("arcsin", "asin"),
+                    ("arccos", "acos"), ("arctan", "atan"), ("arcsinh", "asinh"),
+                    ("arccosh", "acosh"), ("arctanh", "atanh"), ("arctan2", "atan2"),
+                    ("multiply", "mul.Tensor"), ("subtract", "sub.Tensor")):
+    NAMESPACES[""][_alias] = OPS[_op].call
+    setattr(Tensor, _alias, OPS[_op].call)
+    _ip = OPS[_op].name.split(".")[0] + "_"
+    if _ip in OPS:
+        setattr(Tensor, _alias + "_", OPS[_ip].call)
+
+
+# --- polar: a complex tensor from absolute values and angles ---
+def _polar(r, theta):
+    if r.dtype.kind != "f" or theta.dtype.kind != "f":
+        raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got "
+                           f"{D.SHORT_NAMES[r.dtype]} and {D.SHORT_NAMES[theta.dtype]}")
+    if r.dtype != theta.dtype:
+        raise RuntimeError(f"Expected object of scalar type {D.SHORT_NAMES[r.dtype]} but got scalar "
+                           f"type {D.SHORT_NAMES[theta.dtype]} for second argument")
+    ct = np.complex64 if r.dtype == np.float32 else np.complex128
+    return (r * np.cos(theta) + (r * np.sin(theta)) * 1j).astype(ct, copy=False)
+
+
+def _polar_parts(grad):
+    """The real and imaginary parts of a complex gradient, as real tensors."""
+    g = NAMESPACES[""]["view_as_real"](grad)
+    return g.select(-1, 0), g.select(-1, 1)
+
+
+# For z = abs e^{i angle}, PyTorch's convention gives grad_x = Re(conj(dz/dx) grad).
+def _polar_abs_grad(grad, angle):
+    re, im = _polar_parts(grad)
+    return re * angle.cos() + im * angle.sin()
+
+
+def _polar_angle_grad(grad, abs, angle):  # abs: the schema's name (PyTorch's)
+    re, im = _polar_parts(grad)
+    return abs * (im * angle.cos() - re * angle.sin())
+
+
+defop("polar(Tensor abs, Tensor angle) -> Tensor", _polar,
+      {"abs": _polar_abs_grad, "angle": _polar_angle_grad},
+      method=False,
+      samples=lambda rng: [sample("same", rng.uniform(0.5, 2, (3, 4)), rng.uniform(-3, 3, (3, 4)),
+                                  no_grad=(0, 1)),
+                           sample("bcast_nc", nc(rng.uniform(0.5, 2, (3, 4))), rng.uniform(-3, 3, (4,)),
+                                  no_grad=(0, 1))])

@@ -19,7 +19,7 @@ from .pointwise import where
 from .factory import arange, ones_like
 from .factory import eye as _eye
 from .jvp import plus
-from .registry import NAMESPACES, OPS, defcomposite, defop
+from .registry import NAMESPACES, OPS, defcomposite, defop, write_out
 from .samples import nc, sample
 from .shape import dims_arg
 
@@ -153,7 +153,15 @@ sum_dim = defop(
 _NO_DIM = object()  # ``x.sum()`` and ``x.sum(dim=None)`` are different overloads in PyTorch
 
 
-def _sum_front(input, dim=_NO_DIM, keepdim=False, *, dtype=None):
+def _out_dtype(dtype, out):
+    """sum and prod with ``out=`` compute in out's dtype (the input is cast first, as PyTorch)."""
+    return dtype if dtype is not None or not isinstance(out, Tensor) else out.dtype
+
+
+def _sum_front(input, dim=_NO_DIM, keepdim=False, out=None, *, dtype=None):
+    if out is not None:
+        return write_out("sum", lambda: _sum_front(input, dim, keepdim, dtype=_out_dtype(dtype, out)),
+                         (input,), out)
     if dim is _NO_DIM:
         return sum_all(input, dtype=dtype)
     return sum_dim(input, dim, keepdim, dtype=dtype)
@@ -198,7 +206,9 @@ mean_dim = defop(
                          sample("0d", rng.standard_normal(()), 0)]).call
 
 
-def _mean_front(input, dim=_NO_DIM, keepdim=False, *, dtype=None):
+def _mean_front(input, dim=_NO_DIM, keepdim=False, out=None, *, dtype=None):
+    if out is not None:
+        return write_out("mean", lambda: _mean_front(input, dim, keepdim, dtype=dtype), (input,), out)
     if dim is _NO_DIM:
         return mean_all(input, dtype=dtype)
     return mean_dim(input, dim, keepdim, dtype=dtype)
@@ -337,7 +347,10 @@ prod_dim = defop("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, Scal
                  + [sample("0d_dim", rng.standard_normal(()), 0)]).call
 
 
-def prod(input, dim=None, keepdim=False, *, dtype=None):
+def prod(input, dim=None, keepdim=False, out=None, *, dtype=None):
+    if out is not None:
+        return write_out("prod", lambda: prod(input, dim, keepdim, dtype=_out_dtype(dtype, out)),
+                         (input,), out)
     if dim is None:
         return prod_all(input, dtype=dtype)
     if not isinstance(dim, (int, np.integer)):
@@ -499,7 +512,9 @@ def _extreme_front(name, binary):
     full, by_dim = _ext[name]
     rtype = getattr(return_types, name)
 
-    def front(input, dim=None, keepdim=False):
+    def front(input, dim=None, keepdim=False, out=None):  # out positional: see fastpath.signature
+        if out is not None:
+            return write_out(name, lambda: front(input, dim, keepdim), (input, dim), out)
         if dim is None:
             return full(input)
         if isinstance(dim, Tensor):
@@ -580,7 +595,10 @@ std_rec = defop("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correc
 def _moment_front(name, rec):
     call = rec.call
 
-    def front(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    def front(input, dim=None, unbiased=None, keepdim=False, out=None, *, correction=None):
+        if out is not None:
+            return write_out(name, lambda: front(input, dim, unbiased, keepdim, correction=correction),
+                             (input,), out)
         if isinstance(dim, bool):  # var(input, unbiased)
             dim, unbiased = None, dim
         if unbiased is not None:
@@ -943,3 +961,81 @@ defop("all.dims(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", _
       samples=_logical_samples)
 defop("any.dims(Tensor self, int[1]? dim=None, bool keepdim=False) -> Tensor", _logical_reduce(np.any),
       samples=_logical_samples)
+
+
+# --- cummax, cummin, logcumsumexp ---
+def _cumulative_extreme(ufunc):
+    def fwd(x, dim):
+        d = _wrap_dim(dim, x.ndim)
+        xp = _backend.namespace_of(x)
+        if x.ndim == 0 or x.size == 0:
+            return x.copy(), xp.zeros(x.shape, np.int64)
+        values = ufunc.accumulate(x, axis=d)  # NaN propagates, as in PyTorch
+        pos = xp.arange(x.shape[d]).reshape([-1 if i == d else 1 for i in range(x.ndim)])
+        hit = x == values  # ties take the later index, as in PyTorch
+        if x.dtype.kind in "fc":
+            hit |= xp.isnan(x)
+        return values, xp.maximum.accumulate(xp.where(hit, pos, 0), axis=d).astype(np.int64)
+
+    return fwd
+
+
+def _cumulative_extreme_grad(grad, self, dim, indices):  # saves self and indices, as PyTorch
+    return grad.new_zeros(self.shape).scatter_add(dim, indices, grad) if self.dim() else grad
+
+
+def _cumext_samples(rng):
+    # Ties (not differentiable by finite differences) are tested in tests/ops/test_missing_ops.py.
+    return [sample("dim1", rng.standard_normal((3, 4)), 1),
+            sample("dim0_nc", nc(rng.standard_normal((3, 4))), 0),
+            sample("0d", rng.standard_normal(()), 0),
+            sample("int", np.array([3, 1, 4, 1, 5]), 0)]
+
+
+for _name, _uf in (("cummax", np.maximum), ("cummin", np.minimum)):
+    setattr(return_types, _name, return_types._structseq(_name, ("values", "indices")))
+    defop(f"{_name}(Tensor self, int dim) -> (Tensor values, Tensor indices)",
+          _cumulative_extreme(_uf), {"self": _cumulative_extreme_grad},
+          api=False, method=False, torch=f"torch.{_name}", samples=_cumext_samples)
+
+
+def _cumext_front(name):
+    call, rtype = OPS[name].call, getattr(return_types, name)
+
+    def front(input, dim, *, out=None):
+        if out is not None:
+            return write_out(name, lambda: front(input, dim), (input,), out)
+        return rtype(*call(input, dim))
+
+    return front
+
+
+_publish("cummax", _cumext_front("cummax"))
+_publish("cummin", _cumext_front("cummin"))
+
+
+def _logcumsumexp(x, dim):
+    if x.dtype.kind not in "fc":
+        raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for '{_type_name(x)}'")
+    return x.copy() if x.ndim == 0 else np.logaddexp.accumulate(x, axis=_wrap_dim(dim, x.ndim))
+
+
+def _logcumsumexp_grad(grad, self, result, dim):
+    """grad_i = sum_{j >= i} grad_j exp(x_i - out_j): every weight is at most 1 (out_j >= x_i),
+    so the (n, n) weights per line are formed directly; O(n^2) per line, stable, differentiable."""
+    if self.dim() == 0:
+        return grad
+    x, y, g = self.transpose(dim, -1), result.transpose(dim, -1), grad.transpose(dim, -1)
+    n = x.shape[-1]
+    k = arange(n, device=x.device)
+    upper = k.unsqueeze(1) <= k  # [i, j]: j >= i
+    w = where(upper, x.unsqueeze(-1) - y.unsqueeze(-2), -math.inf).exp()
+    return (w * g.unsqueeze(-2)).sum(-1).transpose(dim, -1)
+
+
+defop("logcumsumexp(Tensor self, int dim) -> Tensor", _logcumsumexp,
+      {"self": _logcumsumexp_grad},
+      samples=lambda rng: [sample("dim1", rng.standard_normal((3, 4)), 1),
+                           sample("dim0_nc", nc(rng.standard_normal((3, 4))), 0),
+                           sample("big", rng.uniform(-50, 50, (2, 5)), -1),
+                           sample("0d", rng.standard_normal(()), 0)])

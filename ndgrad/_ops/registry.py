@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import warnings
 
 import numpy as np
 
@@ -271,6 +272,8 @@ def defop(
     rec.tolerance = None
     _build_backward(rec, vjp, node_name or camel(name) + "Backward0")
     rec.jvp = _jvp.prepare(rec, jvp)  # forward AD reads it (autograd/forward_ad.py)
+    if rec.extra.get("out") is None:
+        rec.extra["out"] = _takes_out(rec)
     rec.call = fastpath.public(rec, dispatch, _ScalarSaved) or _make_public(rec)
     if rec.node_cls is not None:
         apply = fastpath.node_apply(rec)
@@ -344,12 +347,101 @@ def _make_public(rec: OpRecord):
     env = {"_dispatch": dispatch, "_rec": rec}
     sig, names = fastpath.signature(rec, env)
     pyname = rec.name.replace(".", "_")
-    src = f"def {pyname}({', '.join(sig)}):\n    return _dispatch(_rec, ({', '.join(names)},))\n"
+    env["_out"] = call_out
+    head = "".join(h + "\n" for h in fastpath.out_line(rec, names))
+    src = f"def {pyname}({', '.join(sig)}):\n{head}    return _dispatch(_rec, ({', '.join(names)},))\n"
     exec(src, env)
     fn = env[pyname]
     fn.__qualname__ = fn.__name__ = rec.name.split(".")[0]
     fn.__doc__ = f"{rec.schema}"
     return fn
+
+
+# --- out= ---
+# Published functional ops take ``out=`` as PyTorch's ``.out`` overloads do; modules' functions
+# (``nn.functional``) and these do not.
+_NO_OUT = frozenset({"clone", "native_dropout", "convolution", "batch_norm", "layer_norm",
+                     "group_norm", "rms_norm", "index_put", "embedding", "one_hot", "pad"})
+
+
+def _takes_out(rec) -> bool:
+    return (rec.kind == "plain" and bool(rec.api) and not rec.api.startswith("nn.")
+            and rec.name.split(".")[0] not in _NO_OUT and not any(r[2] for r in rec.returns))
+
+
+# How an op's ``out`` dtype may differ from its result's (PyTorch's kernels differ): by default
+# the result must cast without demotion; these compute in out's dtype, or demand the same one.
+_OUT_DTYPE = {"sum": "any", "prod": "any", "cumsum": "any", "cumprod": "any",
+              "mm": "exact", "bmm": "exact", "matmul": "exact", "addmm": "exact", "max": "exact",
+              "min": "exact", "amax": "input", "amin": "input", "cat": "cat", "stack": "cat"}
+_C10_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
+              "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+              "bool": "bool", "complex64": "c10::complex<float>",
+              "complex128": "c10::complex<double>"}
+
+
+def _check_out_dtype(name, rule, src, dst) -> None:
+    if rule == "any":
+        return
+    if rule == "exact":
+        raise RuntimeError(f"Expected out tensor to have dtype {_C10_NAMES.get(src.name, src.name)}, "
+                           f"but got {_C10_NAMES.get(dst.name, dst.name)} instead")
+    if rule == "input":
+        raise RuntimeError(
+            f"Expected the dtype for input and out to match, but got {D.SHORT_NAMES[src]} for "
+            f"input's dtype and {D.SHORT_NAMES[dst]} for out's dtype.")
+    if not D.can_cast(D._FROM_NP[src], D._FROM_NP[dst]):
+        if rule == "cat":
+            raise TypeError(f"torch.cat(): input types can't be cast to the desired output type "
+                            f"{D.SHORT_NAMES[dst]}")
+        raise RuntimeError(f"result type {D.SHORT_NAMES[src]} can't be cast to the desired output "
+                           f"type {D.SHORT_NAMES[dst]}")
+
+
+def call_out(rec, args, out):
+    """``op(*args, out=out)`` for a record: the op's result written into ``out``."""
+    name = rec.name.split(".")[0]
+    if _OUT_DTYPE.get(name) == "any" and isinstance(out, Tensor):  # cumsum: computes in out's dtype
+        args = tuple(out.dtype if p.name == "dtype" and a is None else a
+                     for p, a in zip(rec.params, args, strict=True))
+    return write_out(name, lambda: dispatch(rec, args), args, out)
+
+
+def write_out(name: str, compute, args, out):
+    """PyTorch's ``out=`` semantics around ``compute()`` (the functional result): no autograd,
+    ``out`` resized to the result's shape (warning when it had other elements), the result cast
+    to ``out``'s dtype where PyTorch allows the cast, ``out``'s version bumped; returns ``out``."""
+    outs = tuple(out) if type(out) in (list, tuple) else (out,)
+    if _gs.grad_enabled:
+        ts = [t for a in args for t in (a if type(a) in (list, tuple) else (a,))]
+        if any(isinstance(t, Tensor) and t._rg for t in ts + list(outs)):
+            raise RuntimeError(
+                f"{name}(): functions with out=... arguments don't support automatic "
+                "differentiation, but one of the arguments requires grad.")
+    res = compute()
+    results = tuple(res) if type(res) is not Tensor and isinstance(res, tuple) else (res,)
+    if len(outs) != len(results) or not all(isinstance(o, Tensor) for o in outs):
+        raise TypeError(f"{name}(): argument 'out' must be "
+                        + ("Tensor" if len(results) == 1 else f"tuple of {len(results)} Tensors"))
+    rule = _OUT_DTYPE.get(name)
+    for o, r in zip(outs, results, strict=True):
+        src, dst = r._data, o._data
+        if src.dtype != dst.dtype:
+            _check_out_dtype(name, rule, src.dtype, dst.dtype)
+        if dst.shape != src.shape:
+            if dst.size:
+                warnings.warn(
+                    f"An output with one or more elements was resized since it had shape "
+                    f"{list(dst.shape)}, which does not match the required output shape "
+                    f"{list(src.shape)}. This behavior is deprecated, and in a future PyTorch "
+                    "release outputs will not be resized unless they have zero elements. You can "
+                    "explicitly reuse an out tensor t by resizing it, inplace, to zero elements "
+                    "with t.resize_(0).", UserWarning, stacklevel=3)
+            o._data = _backend.namespace_of(dst).empty(src.shape, dst.dtype)
+        o.copy_(r)  # an op: a dispatch mode sees the write, and the version is bumped
+    if len(outs) == 1 and type(out) not in (list, tuple):
+        return out
+    return type(res)(*outs) if hasattr(res, "_fields") else tuple(outs)
 
 
 # --- backward formulas -> node class ---

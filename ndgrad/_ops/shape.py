@@ -740,3 +740,70 @@ for _name, _lower in (("tril", True), ("triu", False)):
                                sample("wide_off", rng.standard_normal((3, 5)), 1),
                                sample("batch_nc_neg", nc(rng.standard_normal((2, 3, 4))), -1)])
 
+
+
+# --- in-place views: t_, transpose_, squeeze_, unsqueeze_ (self takes the view's metadata) ---
+from ..autograd.grad_mode import state as _grad_state
+
+
+def _inplace_view(view_name: str, name: str):
+    """``Tensor.<name>``: self becomes its own view ``self.<view_name>(...)``, as in PyTorch:
+    same memory, new shape and strides, the view op's node as grad_fn, version bumped."""
+    def inplace(self, *args, **kwargs):
+        if _grad_state.grad_enabled and self._rg and self._grad_fn is None:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        v = getattr(self, view_name)(*args, **kwargs)
+        self._data = v._data
+        if v._grad_fn is not None:
+            self._grad_fn, self._output_nr = v._grad_fn, v._output_nr
+        if self._view is not None:  # a view stays a view of its base, one step further
+            self._view = v._view
+        self._bump()
+        if self._view is not None:
+            self._view.version = self._vc[0]
+        return self
+
+    inplace.__name__ = inplace.__qualname__ = name
+    return inplace
+
+
+for _name, _view in (("t_", "t"), ("transpose_", "transpose"), ("squeeze_", "squeeze"),
+                     ("unsqueeze_", "unsqueeze"), ("swapdims_", "transpose"),
+                     ("swapaxes_", "transpose")):
+    setattr(_Tensor, _name, _inplace_view(_view, _name))
+
+
+# --- complex views: view_as_real, view_as_complex ---
+def _view_as_real(x):
+    if x.dtype.kind != "c":
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    re = x.real  # a view with x's strides, in the matching real dtype
+    return np.lib.stride_tricks.as_strided(re, x.shape + (2,), x.strides + (re.itemsize,), subok=True)
+
+
+def _view_as_complex(x):
+    if x.dtype not in (np.float16, np.float32, np.float64):
+        raise RuntimeError("view_as_complex is only supported for half, float and double tensors, "
+                           f"but got a tensor of scalar type: {D.SHORT_NAMES[x.dtype]}")
+    if x.ndim == 0 or x.shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    if x.strides[-1] != x.itemsize:
+        raise RuntimeError("Tensor must have a last dimension with stride 1")
+    if any(s % (2 * x.itemsize) for s in x.strides[:-1]):
+        raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
+    if x.dtype == np.float16:
+        raise RuntimeError("view_as_complex: ComplexHalf is not supported by NumPy")
+    return x.view(np.complex64 if x.dtype == np.float32 else np.complex128)[..., 0]
+
+
+defop("view_as_real(Tensor(a) self) -> Tensor(a)", _view_as_real,
+      {"self": lambda grad: view_as_complex(grad.contiguous())}, jvp="linear", method=False,
+      samples=lambda rng: [sample("2d", rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))),
+                           sample("nc", nc(rng.standard_normal((2, 3)) - 2j)),
+                           sample("0d", np.array(1.5 - 0.5j))])
+defop("view_as_complex(Tensor(a) self) -> Tensor(a)", _view_as_complex,
+      {"self": lambda grad: view_as_real(grad)}, jvp="linear", method=False,
+      samples=lambda rng: [sample("2d", rng.standard_normal((3, 2)), no_grad=(0,)),
+                           sample("1d", rng.standard_normal(2), no_grad=(0,))])
+view_as_real = NAMESPACES[""]["view_as_real"]
+view_as_complex = NAMESPACES[""]["view_as_complex"]

@@ -11,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _backend, return_types
+from .. import _dtype as D
 from .._tensor import Tensor, _wrap_dim
 from .index import scatter_add
+from .pointwise import where
 from .reduce import _axis, _publish, select_backward, take_along
-from .registry import defcomposite, defop
+from .registry import defcomposite, defop, write_out
 from .samples import nc, sample
 
 _I64 = np.dtype(np.int64)
@@ -562,3 +564,104 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
 
 
 _publish("bucketize", bucketize, method=False)
+
+
+# --- quantile, nanquantile: composites over sort, gather and lerp (differentiable) ---
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan):
+    if input.dtype not in (D.float32, D.float64):
+        raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
+    if input.numel() == 0:
+        raise RuntimeError(f"{name}() input tensor must be non-empty")
+    if interpolation not in _INTERPOLATIONS:
+        raise RuntimeError(f"{name}() interpolation must be one of linear, lower, higher, midpoint or "
+                           f"nearest, but got {interpolation}")
+    scalar_q = not isinstance(q, Tensor) or q.dim() == 0
+    if isinstance(q, Tensor):
+        if q.dim() > 1:
+            raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
+        if q.dtype != input.dtype:
+            raise RuntimeError(f"{name}() q tensor must be same dtype as the input tensor")
+        qs = q.detach().reshape(-1)
+        if bool(((qs < 0) | (qs > 1)).any()):
+            raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
+    else:
+        qs = float(q)  # a Python number: no tensor made from data (a capture keeps no constant)
+        if not 0 <= qs <= 1:
+            raise RuntimeError(f"{name}() q must be in the range [0, 1] but got {q}")
+    ndim = input.dim()
+    if dim is None:
+        x, d = input.reshape(-1), 0
+    else:
+        d = _wrap_dim(dim, ndim)
+        x = input if ndim else input.reshape(1)
+    s = x.sort(dim=d if x.dim() else 0).values.movedim(d if x.dim() else 0, -1)  # NaNs sort last
+    n = s.shape[-1]
+    last = s[..., -1:]
+    if ignore_nan:
+        count = (~s.isnan()).sum(-1, keepdim=True).to(s.dtype)
+        rank = qs * (count - 1)
+        rank = where(count == 0, float(n - 1), rank)  # an all-NaN row gives NaN
+    elif isinstance(qs, Tensor):
+        rank = (qs * (n - 1)).expand(s.shape[:-1] + (qs.shape[0],))
+        rank = where(last.isnan(), float(n - 1), rank)  # a row with a NaN gives NaN
+    else:
+        rank = where(last.isnan(), float(n - 1), qs * (n - 1)).to(s.dtype)
+    if interpolation == "lower":
+        rank = rank.floor()
+    elif interpolation == "higher":
+        rank = rank.ceil()
+    elif interpolation == "nearest":
+        rank = rank.round()
+    below = rank.floor().long()
+    lo = s.gather(-1, below)
+    if interpolation in ("lower", "higher", "nearest"):
+        out = lo  # the rank is whole: no second gather (it would save an index for nothing)
+    else:
+        hi = s.gather(-1, rank.ceil().long().clamp(max=n - 1))
+        weight = (rank - below.to(s.dtype)) if interpolation == "linear" else rank * 0 + 0.5
+        out = lo.lerp(hi, weight)
+    out = out.movedim(-1, 0)  # (Q, ...reduced)
+    if keepdim:
+        if dim is None:
+            out = out.reshape((out.shape[0],) + (1,) * ndim)
+        elif ndim:
+            out = out.unsqueeze(d + 1)
+    return out[0] if scalar_q else out
+
+
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
+    """The ``q``-th quantiles of ``input`` along ``dim`` (all elements when None)."""
+    if out is not None:
+        return write_out("quantile", lambda: quantile(input, q, dim, keepdim,
+                                                      interpolation=interpolation), (input,), out)
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
+    """``quantile`` ignoring NaN values (NaN only where a reduced row is all NaN)."""
+    if out is not None:
+        return write_out("nanquantile", lambda: nanquantile(input, q, dim, keepdim,
+                                                            interpolation=interpolation), (input,), out)
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+
+
+def _quantile_samples(rng):
+    r = rng.standard_normal
+    return [sample("all", r((3, 4)), 0.3),
+            sample("dim_tensor_q", r((3, 5)), np.array([0.0, 0.25, 0.9, 1.0]), 1, no_grad=(1,)),
+            sample("keep_nc", nc(r((3, 4))), 0.6, 0, True),
+            sample("keep_all", r((2, 3)), np.array([0.5]), None, True, no_grad=(1,)),
+            sample("lower", r((4, 3)), 0.4, 0, interpolation="lower"),
+            sample("higher", r((4, 3)), 0.4, -1, interpolation="higher"),
+            sample("midpoint", r((5,)), 0.35, interpolation="midpoint"),
+            sample("nearest", r((5,)), np.array([0.1, 0.5, 0.87]), interpolation="nearest",
+                   no_grad=(1,)),
+            sample("0d", r(()), 0.5, 0)]
+
+
+defcomposite(quantile, samples=_quantile_samples)
+defcomposite(nanquantile, samples=lambda rng: _quantile_samples(rng) + [
+    sample("nan", np.array([[1.0, np.nan, 3.0, 0.5], [np.nan] * 4]), 0.5, 1, no_grad=(0,))])

@@ -92,6 +92,11 @@ FEWER = {
     "instance_norm": _DECOMP,
     "local_response_norm": _DECOMP,
     "embedding_bag": _DECOMP,
+    "quantile": _DECOMP,
+    "nanquantile": _DECOMP,
+    "cov": _DECOMP,
+    "corrcoef": _DECOMP,
+    "svd": "compute_uv=False runs svdvals (saves A); torch's linalg_svd saves U, S, Vh",
 }
 # ndgrad packs more values than torch for some sample.
 MORE = {
