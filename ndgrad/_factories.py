@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from . import _backend
+from . import _backend, _random
 from . import _dtype as D
 from ._tensor import Tensor
 
@@ -23,20 +23,31 @@ __all__ = [
 
 # --- random numbers ---
 class Generator:
-    """``torch.Generator``: a seedable source of random numbers (NumPy's PCG64 underneath)."""
+    """``torch.Generator``: a seedable source of random numbers. On the CPU it is PyTorch's own
+    MT19937 stream and state (``_random``), so a seed gives torch's numbers bit for bit."""
 
     def __init__(self, device="cpu"):
         self.device = _backend.as_device(device)
-        self._seed = 67280421310721
-        self.rng = np.random.Generator(np.random.PCG64(self._seed))
+        self._bg = _random.new_stream(_random.DEFAULT_SEED)
+        self._np = np.random.Generator(self._bg)  # NumPy's samplers over the same stream
+        self._seed = _random.DEFAULT_SEED
+        self._fresh = True  # no draw since seeding: get_state's ``next`` is 0, not 624
+        self._normal = self._normal_f = None  # torch's cached second Box-Muller normal
 
-    def manual_seed(self, seed: int) -> "Generator":
-        self._seed = int(seed)
-        self.rng = np.random.Generator(np.random.PCG64(self._seed))
+    @property
+    def rng(self) -> np.random.Generator:
+        """NumPy's ``Generator`` over this stream, for samplers torch does not define."""
+        return self._np
+
+    def manual_seed(self, seed: int) -> Generator:
+        seed = _random.check_seed(seed) & 0xFFFFFFFFFFFFFFFF  # NOTE(pytorch): kept as uint64
+        self._bg.state = {"bit_generator": "MT19937",
+                          "state": {"key": _random.mt_key(seed), "pos": 624}}
+        self._seed, self._fresh, self._normal, self._normal_f = seed, True, None, None
         return self
 
     def seed(self) -> int:
-        s = int(np.random.SeedSequence().entropy % (2**63))
+        s = int.from_bytes(np.random.SeedSequence().generate_state(2, np.uint32).tobytes(), "little")
         self.manual_seed(s)
         return s
 
@@ -44,22 +55,17 @@ class Generator:
         return self._seed
 
     def get_state(self) -> Tensor:
-        """The PCG64 state as 48 bytes (uint8 tensor): state, increment (128 bits each), the
-        buffered-uint32 flag and value (64 bits each), little-endian."""
-        st = self.rng.bit_generator.state
-        words = (st["state"]["state"], st["state"]["inc"], st["has_uint32"], st["uinteger"])
-        raw = b"".join(w.to_bytes(n, "little") for w, n in zip(words, (16, 16, 8, 8)))
+        """torch's 5056-byte CPU generator state (uint8 tensor): a state saved by torch
+        restores here and the other way round."""
+        raw = _random.get_state(self)
         return Tensor._make(np.frombuffer(raw, dtype=np.uint8).copy(), None, 0, None)
 
-    def set_state(self, state: Tensor) -> "Generator":
-        raw = bytes(np.asarray(state._data, dtype=np.uint8))
-        if len(raw) != 48:
-            raise RuntimeError(f"Expected a RNG state of 48 bytes, got {len(raw)}")
-        state_, inc = int.from_bytes(raw[:16], "little"), int.from_bytes(raw[16:32], "little")
-        self.rng.bit_generator.state = {
-            "bit_generator": "PCG64", "state": {"state": state_, "inc": inc},
-            "has_uint32": int.from_bytes(raw[32:40], "little"),
-            "uinteger": int.from_bytes(raw[40:48], "little")}
+    def set_state(self, state: Tensor) -> Generator:
+        if not isinstance(state, Tensor) or state._data.dtype != np.uint8:
+            raise TypeError("RNG state must be a torch.ByteTensor")
+        data = state._data
+        _random.set_state(self, (data if type(data) is np.ndarray
+                                 else _backend.to_device(data, _backend.cpu)).tobytes())
         return self
 
 
@@ -67,7 +73,7 @@ default_generator = Generator()
 
 
 def manual_seed(seed: int) -> Generator:
-    return default_generator.manual_seed(seed)
+    return default_generator.manual_seed(int(seed))
 
 
 def seed() -> int:
@@ -101,12 +107,17 @@ def device_generator(device) -> Generator:
     return g
 
 
-def _rng(generator, device=None):
+def _gen(generator, device=None) -> Generator:
+    """The generator to draw from: ``generator``, else the default one of ``device``."""
     if generator is None and device is not None and device is not _backend.cpu:
         dev = _backend.as_device(device)
         if dev.type != "cpu":
-            return device_generator(dev).rng
-    return (generator or default_generator).rng
+            return device_generator(dev)
+    return generator or default_generator
+
+
+def _rng(generator, device=None):
+    return _gen(generator, device).rng
 
 
 # --- helpers ---

@@ -11,11 +11,13 @@ data and stay in ``_factories``, as the generator does.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .. import _backend
+from .. import _backend, _random
 from .. import _dtype as D
-from .._factories import _check, _dt, _infer_dtype, _rng, _size
+from .._factories import _check, _dt, _gen, _infer_dtype, _size
 from .._tensor import Tensor
 from .registry import NAMESPACES, defop, dispatch
 from .samples import sample
@@ -66,25 +68,38 @@ def _factory(schema, fwd, *, samples, extra=None):
     return defop(schema, fwd, samples=samples, api=False, method=False, torch=oracle, extra=extra)
 
 
+def _drawn_values(draw, size, dt):
+    """``draw(n, dtype)`` in ``size``; complex draws its real and imaginary parts as one real
+    tensor twice as long (PyTorch's view_as_real)."""
+    n = math.prod(size)
+    if dt.kind == "c":
+        rd = np.dtype(dt.char.lower())
+        return draw(2 * n, rd).astype(rd, copy=False).view(dt).reshape(size)
+    return draw(n, dt).astype(dt, copy=False).reshape(size)
+
+
 def _rand_array(size, generator, dtype, device):
     dt = _dt(dtype)
-    if dt.kind != "f":
+    if dt.kind not in "fc":
         raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{D.SHORT_NAMES[dt]}\'')
-    draw = _rng(generator, device).random(size, dtype=dt if dt.itemsize >= 4 else np.float32)
-    return _place(draw.astype(dt, copy=False), device)
+    g = _gen(generator, device)
+    return _place(_drawn_values(lambda n, d: _random.uniform(g, n, d), size, dt), device)
 
 
 def _randn_array(size, generator, dtype, device):
     dt = _dt(dtype)
     if dt.kind not in "fc":
         raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{D.SHORT_NAMES[dt]}\'')
-    draw = _rng(generator, device).standard_normal(size, dtype=dt if dt.itemsize >= 4 else np.float32)
-    return _place(draw.astype(dt, copy=False), device)
+    g = _gen(generator, device)
+    std = 1.0 if dt.kind == "f" else 0.5**0.5  # complex: the variance split between the parts
+    return _place(_drawn_values(lambda n, d: _random.normal(g, n, d, 0.0, std), size, dt), device)
 
 
 def _randint_array(low, high, size, generator, dtype, device):
-    draw = _rng(generator, device).integers(low, high, size=size)
-    return _place(draw.astype(_dt(dtype, D.int64)), device)
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    draw = _random.randint(_gen(generator, device), math.prod(size), low, high)
+    return _place(draw.astype(_dt(dtype, D.int64)).reshape(size), device)
 
 
 def _filled(make):

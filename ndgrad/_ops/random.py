@@ -2,10 +2,11 @@
 ``random_``, ``geometric_``, ``log_normal_``, ``cauchy_``) and the sampling functions ``normal``,
 ``bernoulli``, ``poisson``, ``randperm``, ``multinomial``.
 
-Numbers are drawn on the host with the generator's NumPy ``Generator`` (``_factories``) and
-moved to the tensor's device. The fills are in-place ops of the table (an out-of-place record
-each, without samples), so autograd treats them as PyTorch does: refused on a leaf that
-requires grad, a node with a zero gradient on a non-leaf, version counters bumped.
+Numbers are drawn on the host by PyTorch's CPU algorithms over the generator's MT19937 stream
+(``_random``), so a seed gives torch's values, and moved to the tensor's device. The fills are
+in-place ops of the table (an out-of-place record each, without samples), so autograd treats
+them as PyTorch does: refused on a leaf that requires grad, a node with a zero gradient on a
+non-leaf, version counters bumped.
 """
 
 from __future__ import annotations
@@ -16,17 +17,17 @@ import warnings
 
 import numpy as np
 
-from .. import _backend
+from .. import _backend, _random
 from .. import _dtype as D
-from .._factories import Generator, _check, _dt, _rng, _size
+from .._factories import Generator, _check, _dt, _gen, _size
 from .._tensor import Tensor
 from .factory import _drawn, _grad_leaf, empty_like
 from .factory import _place as _on_device
 from .registry import NAMESPACES, OPS, PROMOTE_COMMON, defop, dispatch
 from .samples import nc, sample
 
-# Values are drawn on the host from the generator's NumPy Generator and moved to the tensor's
-# device, so a seed gives the same numbers on every device. The in-place fills are in-place ops of
+# Values are drawn on the host from the generator's stream and moved to the tensor's device, so a
+# seed gives the same numbers on every device. The in-place fills are in-place ops of
 # the registry (leaf check, version bump, views); their nodes give zero gradients, as PyTorch's.
 _CTYPE = {np.dtype(k): v for k, v in (  # C++ type names PyTorch's messages use
     ("bool", "bool"), ("uint8", "unsigned char"), ("int8", "signed char"), ("int16", "short int"),
@@ -51,12 +52,12 @@ def _continuous(name: str, dt, key=D.SHORT_NAMES) -> None:
                            f"must be a floating point but you specified {key[dt]}")
 
 
-def _gen_of(generator, like, op: str):
-    """The NumPy Generator to draw from for an array ``like`` (its device's default if none)."""
+def _gen_of(generator, like, op: str) -> Generator:
+    """The generator to draw from for an array ``like`` (its device's default if none)."""
     if generator is not None and not isinstance(generator, Generator):
         raise TypeError(f"{op}(): argument 'generator' must be torch.Generator, not "
                         f"{type(generator).__name__}")
-    return _rng(generator, _backend.device_of(like))
+    return _gen(generator, _backend.device_of(like))
 
 
 def _host(a) -> np.ndarray:
@@ -68,20 +69,23 @@ def _place(arr, like):
     return arr if type(like) is np.ndarray else _backend.to_device(arr, _backend.device_of(like))
 
 
-def _real_dt(dt) -> np.dtype:
-    """The dtype to draw in: NumPy draws float32/float64 only; complex draws its real parts."""
-    dt = np.dtype(dt.char.lower()) if dt.kind == "c" else dt
-    return dt if dt.itemsize >= 4 else np.dtype(np.float32)
+def _in_order(x, flat):
+    """``flat`` (values in torch's order of iteration over ``x``) in ``x``'s shape: C order, or
+    memory order for a permuted view (NOTE(pytorch): TensorIterator sorts dimensions by stride)."""
+    if x.ndim < 2 or x.flags.c_contiguous:
+        return flat.reshape(x.shape)
+    axes = sorted(range(x.ndim), key=lambda a: -abs(x.strides[a]))
+    return flat.reshape([x.shape[a] for a in axes]).transpose(np.argsort(axes))
 
 
-def _shaped(draw, x, *args):
-    """Draw real values for ``x`` (pairs viewed as complex for complex ``x``), in ``x``'s dtype."""
+def _shaped(draw, x):
+    """``draw(n, dtype)`` for the values of ``x``, in its shape and dtype; a complex ``x`` draws
+    its real and imaginary parts as one real tensor twice as long, as PyTorch's view_as_real."""
     dt = x.dtype
-    shape = x.shape + (2,) if dt.kind == "c" else x.shape
-    out = draw(shape, *args)
     if dt.kind == "c":
-        out = np.ascontiguousarray(out, dtype=dt.char.lower()).view(dt)[..., 0]
-    return out.astype(dt, copy=False)
+        rd = np.dtype(dt.char.lower())
+        return draw(2 * x.size, rd).astype(rd, copy=False).view(dt).reshape(x.shape)
+    return _in_order(x, draw(x.size, dt).astype(dt, copy=False))
 
 
 def _uniform(x, from_, to, generator):
@@ -98,17 +102,15 @@ def _uniform(x, from_, to, generator):
         raise RuntimeError(
             f"uniform_ expects to-from <= std::numeric_limits<{D.SHORT_NAMES[np.dtype(dt.char.lower())]}>::max(), "
             f"but found to={_g(to)} and from={_g(from_)} which result in to-from to exceed the limit")
-    rng = _gen_of(generator, x, "uniform_")
-    rd = _real_dt(dt)
-    return _place(_shaped(lambda s: rng.random(s, rd) * rd.type(to - from_) + rd.type(from_), x), x)
+    g = _gen_of(generator, x, "uniform_")
+    return _place(_shaped(lambda n, d: _random.uniform(g, n, d, from_, to), x), x)
 
 
-def _normal_values(x, mean, std, rng):
-    dt = x.dtype
-    if dt.kind == "c":  # PyTorch splits the variance between the real and imaginary parts
+def _normal_values(x, mean, std, g):
+    if x.dtype.kind == "c":  # PyTorch splits the variance between the real and imaginary parts
         std = std / np.sqrt(2)
-    rd = _real_dt(dt)
-    return _shaped(lambda s: rng.standard_normal(s, rd) * rd.type(std) + rd.type(mean), x)
+    contiguous = x.flags.c_contiguous  # else torch draws one value at a time
+    return _shaped(lambda n, d: _random.normal(g, n, d, mean, std, contiguous), x)
 
 
 def _normal_(x, mean, std, generator):
@@ -124,15 +126,15 @@ def _bernoulli_float(x, p, generator):
         raise _not_impl("bernoulli_scalar_cpu_", x.dtype)
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_g(p)}")
-    rng = _gen_of(generator, x, "bernoulli_")
-    return _place((rng.random(x.shape) < p).astype(x.dtype), x)
+    g = _gen_of(generator, x, "bernoulli_")
+    return _place(_in_order(x, _random.bernoulli_scalar(g, x.size, p)).astype(x.dtype), x)
 
 
 _P_IN = ("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message be "
          "improved?  If so, please report an enhancement request to PyTorch.)")
 
 
-def _bernoulli_draw(x, p, rng):
+def _bernoulli_draw(x, p, g):
     """0/1 in ``x``'s dtype with probabilities ``p`` (an array broadcast to ``x``'s shape)."""
     p = _host(p)
     if p.dtype.kind not in "f":
@@ -140,7 +142,11 @@ def _bernoulli_draw(x, p, rng):
     if not ((p >= 0) & (p <= 1)).all():
         raise RuntimeError(_P_IN)
     p = np.broadcast_to(p, x.shape)
-    return _place((rng.random(x.shape) < p).astype(x.dtype), x)
+    if x.ndim >= 2 and not x.flags.c_contiguous:
+        axes = sorted(range(x.ndim), key=lambda a: -abs(x.strides[a]))
+        p = p.transpose(axes)
+    return _place(_in_order(x, _random.bernoulli_tensor(g, np.ascontiguousarray(p)).reshape(-1))
+                  .astype(x.dtype), x)
 
 
 def _bernoulli_tensor(x, p, generator):
@@ -164,9 +170,8 @@ def _exponential(x, lambd, generator):
     _continuous("Exponential", x.dtype)
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={_g(lambd)}")
-    rng = _gen_of(generator, x, "exponential_")
-    rd = _real_dt(x.dtype)
-    return _place(_shaped(lambda s: rng.standard_exponential(s, rd) / rd.type(lambd), x), x)
+    g = _gen_of(generator, x, "exponential_")
+    return _place(_shaped(lambda n, d: _random.exponential(g, n, lambd), x), x)
 
 
 def _geometric(x, p, generator):
@@ -174,8 +179,8 @@ def _geometric(x, p, generator):
         raise _not_impl("geometric_cpu", x.dtype)
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={_g(p)}")
-    rng = _gen_of(generator, x, "geometric_")
-    return _place(rng.geometric(p, x.shape).astype(x.dtype), x)
+    g = _gen_of(generator, x, "geometric_")
+    return _place(_shaped(lambda n, d: _random.geometric(g, n, p), x), x)
 
 
 def _log_normal(x, mean, std, generator):
@@ -183,17 +188,16 @@ def _log_normal(x, mean, std, generator):
         raise _not_impl("log_normal_cpu", x.dtype)
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={_g(std)}")
-    rng = _gen_of(generator, x, "log_normal_")
-    rd = _real_dt(x.dtype)
-    return _place(_shaped(lambda s: np.exp(rng.standard_normal(s, rd) * rd.type(std) + rd.type(mean)), x), x)
+    g = _gen_of(generator, x, "log_normal_")
+    return _place(_shaped(lambda n, d: np.exp(_random.normal_pairs(g, n, mean, std)), x), x)
 
 
 def _cauchy(x, median, sigma, generator):
     _continuous("Cauchy", x.dtype, _CTYPE)
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={_g(sigma)}")
-    rng = _gen_of(generator, x, "cauchy_")
-    return _place(_shaped(lambda s: rng.standard_cauchy(s) * sigma + median, x), x)
+    g = _gen_of(generator, x, "cauchy_")
+    return _place(_shaped(lambda n, d: _random.cauchy(g, n, median, sigma), x), x)
 
 
 def _random_bounds(dt):
@@ -204,7 +208,7 @@ def _random_bounds(dt):
     return 1 if dt.kind == "b" else int(np.iinfo(dt).max)
 
 
-def _random(x, from_, to, generator):
+def _random_ints(x, from_, to, generator):
     """``random_`` with ``to=None`` meaning the dtype's upper bound (inclusive)."""
     dt = x.dtype
     if dt.kind == "c":
@@ -230,9 +234,12 @@ def _random(x, from_, to, generator):
             raise RuntimeError(f"from is out of bounds for {name}")
         if not lo_b <= hi <= hi_b:
             raise RuntimeError(f"to - 1 is out of bounds for {name}")
-    rng = _gen_of(generator, x, "random_")
-    vals = rng.integers(from_, hi, x.shape, dtype=np.int64, endpoint=True)
-    return _place(vals.astype(dt), x)
+    g = _gen_of(generator, x, "random_")
+    if to is None and from_ == 0:  # random_(): [0, bound] with the dtype's own draw
+        vals = _random.random_bounded(g, x.size, hi + 1, dt.itemsize == 8)
+    else:
+        vals = _random.randint(g, x.size, from_, hi + 1)
+    return _place(_in_order(x, vals).astype(dt), x)
 
 
 _ZERO = {"self": lambda grad: grad * 0}  # PyTorch's nodes for sampling ops give zero gradients
@@ -260,7 +267,7 @@ _fill_op("_cauchy(Tensor self, float median=0, float sigma=1, *, Generator? gene
 # PyTorch numbers each overload's node: (from, to) 0, (to) 1, () 2; bernoulli_: Tensor p 1, float p 2
 for _k in range(3):
     _fill_op(f"_random{_k}(Tensor self, int from_, int? to, *, Generator? generator=None) -> Tensor",
-             _random, f"random_{_k}", f"RandomBackward{_k}")
+             _random_ints, f"random_{_k}", f"RandomBackward{_k}")
 defop("_bernoulli_p(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor",
                 _bernoulli_tensor, {"self": lambda grad: grad * 0, "p": lambda grad: grad * 0},
                 jvp="elementwise",
@@ -378,7 +385,7 @@ def _normal_floats(mean, std, size, generator, dtype, layout, device, pin):
         raise _not_impl("normal_kernel_cpu", dt)
     if not std >= 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
-    return _on_device(_normal_values(np.empty(size, dt), mean, std, _rng(generator, device)), device)
+    return _on_device(_normal_values(np.empty(size, dt), mean, std, _gen(generator, device)), device)
 
 
 _normal_ff = defop("normal.float_float(float mean, float std, SymInt[] size, *, Generator? generator=None, "
@@ -433,7 +440,7 @@ def _poisson(x, generator):
     rate = _host(x)
     if not (rate >= 0).all():
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    return _place(_gen_of(generator, x, "poisson").poisson(rate).astype(x.dtype), x)
+    return _place(_gen_of(generator, x, "poisson").rng.poisson(rate).astype(x.dtype), x)
 
 
 _poisson_op = defop("_poisson(Tensor self, Generator? generator=None) -> Tensor", _poisson, _ZERO,
@@ -456,7 +463,7 @@ def _randperm_array(n, generator, dtype, layout, device, pin):
         raise RuntimeError(f"value cannot be converted to type {dt.name}_t without overflow")
     if dt == np.float16 and n > 2049:
         raise RuntimeError("n cannot be greater than 2049 for Half type.")
-    return _on_device(_rng(generator, device).permutation(n).astype(dt), device)
+    return _on_device(_random.randperm(_gen(generator, device), n).astype(dt), device)
 
 
 _randperm = defop("randperm(SymInt n, *, Generator? generator=None, ScalarType? dtype=None, "
@@ -490,27 +497,15 @@ def _multinomial_array(x, num_samples, replacement, generator):
     k = x.shape[-1]
     if not replacement and num_samples > k:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    p = _host(x).reshape(-1, k).astype(np.float64)
+    w = _host(x).reshape(-1, k)
+    p = w.astype(np.float64)
     if not (np.isfinite(p).all() and (p >= 0).all()):
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     total = p.sum(-1, keepdims=True)
     if not (total > 0).all():
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-    rng = _gen_of(generator, x, "multinomial")
-    rows = p.shape[0]
-    if replacement:
-        # One searchsorted over all rows: row i's CDF is shifted to [i, i+1].
-        cdf = np.cumsum(p / total, -1) + np.arange(rows)[:, None]
-        u = rng.random((rows, num_samples)) + np.arange(rows)[:, None]
-        idx = np.searchsorted(cdf.ravel(), u.ravel(), side="right").reshape(rows, num_samples)
-        idx -= (np.arange(rows) * k)[:, None]
-        last = k - 1 - np.argmax(p[:, ::-1] > 0, -1)  # rounding must not pick a zero weight
-        idx = np.minimum(idx, last[:, None])
-    else:
-        # Weights over exponential noise: the top num_samples keys are a draw without replacement
-        # (zero weights come last, in index order, as PyTorch's when a row runs out).
-        keys = p / rng.standard_exponential(p.shape)
-        idx = np.argsort(-keys, -1, kind="stable")[:, :num_samples]
+    g = _gen_of(generator, x, "multinomial")
+    idx = _random.multinomial(g, w, num_samples, replacement)
     return _place(idx.astype(np.int64).reshape(x.shape[:-1] + (num_samples,)), x)
 
 
@@ -539,7 +534,14 @@ def _keep(x, p, shape):
         return _backend.namespace_of(x).zeros(shape, bool)
     if x.dtype.kind not in "fc":
         raise RuntimeError(f"result type Float can't be cast to the desired output type {D.SHORT_NAMES[x.dtype]}")
-    return _place(_gen_of(None, x, "dropout").random(shape) >= p, x)
+    g = _gen_of(None, x, "dropout")
+    # NOTE(pytorch): CPU dropout draws its mask as ``bernoulli_(1 - p)``
+    return _place(_random.bernoulli_scalar(g, math.prod(shape), 1 - p).reshape(shape), x)
+
+
+def _noise(keep, p, dt):
+    """The mask scaled as PyTorch's: ``noise.div_(1 - p)`` in the input's dtype (zero at p = 1)."""
+    return keep.astype(dt) / dt.type(1 - p) if p < 1 else keep.astype(dt) * dt.type(0)
 
 
 def _dropout_scale(p, train=True) -> float:
@@ -553,7 +555,7 @@ def _native_dropout(x, p, train):
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_g(1 - p)}")
     keep = _keep(x, p, x.shape)
     with np.errstate(invalid="ignore"):  # inf * 0 is nan, as PyTorch's (silent) product
-        return x * (keep * _dropout_scale(p)).astype(x.dtype), keep
+        return x * _noise(keep, p, x.dtype), keep
 
 
 def _native_dropout_backward(g, mask, scale):
@@ -570,7 +572,7 @@ def _dropout_impl(x, p, feature, alpha):
         if p == 1:
             return x * x.dtype.type(0), keep
         if not alpha:
-            return x * (keep * (1.0 / (1.0 - p))).astype(x.dtype), keep
+            return x * _noise(keep, p, x.dtype), keep
     a = _alpha_scale(p)
     k = keep.astype(x.dtype)
     b = (k - 1) * x.dtype.type(_SELU_SAT * a) + x.dtype.type(_SELU_SAT * a * p)

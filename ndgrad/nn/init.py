@@ -1,8 +1,8 @@
 """Parameter initialisation (``nn.init``): in-place fills drawn from the global generator.
 
-Every function writes into the tensor's array under no-grad, bumps its version (as an in-place
-op would) and returns the tensor. Values come from ``ndgrad.manual_seed``'s generator (or the
-``generator`` argument), so they are reproducible but not bitwise equal to PyTorch's.
+Every function writes into the tensor under no-grad, bumps its version (as an in-place op
+would) and returns the tensor. The random ones call the tensor's in-place samplers as PyTorch's
+do, so with the same seed they give PyTorch's values bit for bit (``orthogonal_`` up to its QR).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from .._factories import default_generator
+from ..autograd.grad_mode import no_grad
 
 __all__ = [
     "calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_",
@@ -49,10 +49,6 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
     raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
 
 
-def _rng(generator):
-    return (generator or default_generator).rng
-
-
 def _write(tensor, values):
     """Store ``values`` into the tensor in place (cast to its dtype) and bump its version."""
     tensor._data[...] = values
@@ -81,23 +77,51 @@ def _calculate_correct_fan(tensor, mode: str) -> int:
 
 
 def uniform_(tensor, a: float = 0.0, b: float = 1.0, generator=None):
-    return _write(tensor, _rng(generator).uniform(a, b, tensor.shape))
+    with no_grad():
+        return tensor.uniform_(a, b, generator=generator)
 
 
 def normal_(tensor, mean: float = 0.0, std: float = 1.0, generator=None):
-    return _write(tensor, _rng(generator).normal(mean, std, tensor.shape))
+    with no_grad():
+        return tensor.normal_(mean, std, generator=generator)
 
 
 def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
                   generator=None):
-    """Normal values redrawn until they fall in ``[a, b]`` (vectorised rejection)."""
-    rng = _rng(generator)
-    out = rng.normal(mean, std, tensor.shape)
-    bad = (out < a) | (out > b)
-    while bad.any():
-        out[bad] = rng.normal(mean, std, int(bad.sum()))
-        bad = (out < a) | (out > b)
-    return _write(tensor, out)
+    """Normal values truncated to ``[a, b]``, drawn as PyTorch draws them: normals redrawn where
+    they fall outside when ``[a, b]`` holds over 30% of the mass, else uniforms on ``[a, b]``
+    accepted with probability ``pdf / peak``."""
+    from .. import where  # the top-level function, bound when init runs
+
+    def cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    with no_grad():
+        if cdf((b - mean) / std) - cdf((a - mean) / std) > 0.3:
+            lo, hi = (tensor.new_tensor(v).item() for v in (a, b))  # the bounds in its dtype
+            result = tensor.normal_(mean, std, generator=generator)
+            while (mask := (result < lo) | (result > hi)).any():
+                redraw = result.new_empty(result.shape).normal_(mean, std, generator=generator)
+                result = where(mask, redraw, result)
+            return result if result is tensor else tensor.copy_(result)
+        log_peak = -0.5 * ((max(a, min(mean, b)) - mean) / std) ** 2
+
+        def log_pdf(c):
+            return c.sub_(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+
+        candidates, accept = tensor.new_empty(tensor.shape), tensor.new_empty(tensor.shape)
+        tensor.uniform_(a, b, generator=generator)
+        pending = accept.uniform_(generator=generator).log_().gt(log_pdf(candidates.copy_(tensor)))
+        result = tensor
+        while pending.any():
+            candidates.uniform_(a, b, generator=generator)
+            result = where(pending, candidates, result)
+            later = accept.uniform_(generator=generator).log_().gt(log_pdf(candidates))
+            pending = where(pending, later, pending)
+        return result if result is tensor else tensor.copy_(result)
 
 
 def constant_(tensor, val: float):
@@ -175,7 +199,8 @@ def orthogonal_(tensor, gain: float = 1, generator=None):
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = _rng(generator).normal(0.0, 1.0, (rows, cols))
+    with no_grad():
+        flat = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator).cpu()._data
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)

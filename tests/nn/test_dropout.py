@@ -10,6 +10,7 @@ import pytest
 
 import ndgrad
 import ndgrad.nn.functional as F
+from ndgrad import _random
 from ndgrad.utils._python_dispatch import TorchDispatchMode
 
 
@@ -35,12 +36,15 @@ def test_dropout_is_one_call_forward_and_backward():
     np.testing.assert_allclose(x.grad.numpy(), np.where(kept, np.float32(1 / 0.6), 0))
 
 
-def test_seed_gives_the_same_mask_as_before():
-    """The op draws what ``nn.functional`` drew before it was an op: ``uniform >= p``."""
+def test_seed_gives_torchs_mask():
+    """The op draws PyTorch's CPU mask: ``bernoulli_(1 - p)``, a 53-bit uniform below ``1 - p``
+    from the generator's MT19937 stream (tests/test_torch_random.py compares with torch)."""
     ndgrad.manual_seed(3)
     y = F.dropout(ndgrad.ones(6, 7), 0.25).numpy()
-    keep = np.random.Generator(np.random.PCG64(3)).random((6, 7)) >= 0.25
-    np.testing.assert_array_equal(y, np.where(keep, np.float32(1 / 0.75), np.float32(0)))
+    raw = _random.new_stream(3).random_raw(2 * 42)
+    u = (((raw[0::2] << np.uint64(32)) | raw[1::2]) & np.uint64(2**53 - 1)) * 2.0**-53
+    keep = (u < 0.75).reshape(6, 7)
+    np.testing.assert_array_equal(y, np.where(keep, np.float32(1) / np.float32(0.75), np.float32(0)))
 
 
 @pytest.mark.parametrize("fn,shape,batched", [

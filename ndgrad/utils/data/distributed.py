@@ -1,6 +1,6 @@
 """``DistributedSampler``: one process's share of a dataset's keys (``torch.utils.data.distributed``).
 
-The shuffled order is PyTorch's own: ``_randperm`` replays CPU ``torch.randperm`` under a
+The shuffled order is PyTorch's own: CPU ``torch.randperm`` (``ndgrad._random``) under a
 generator seeded with ``seed + epoch``, so ranks running ndgrad and ranks running torch split a
 dataset identically. Process groups live in ``ndgrad.distributed``, imported only when the
 world size or rank must be looked up.
@@ -12,111 +12,21 @@ import math
 
 import numpy as np
 
+from ... import _random
+from ..._factories import Generator
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler"]
 
-# --- torch's CPU randperm ---
-# NOTE(pytorch): randperm_cpu swaps with 32-bit draws for n < 2**32 // 20 and runs the inside-out
-# shuffle with 64-bit draws from there on (the modulo bias of 32-bit draws grows with n).
-_INSIDE_OUT_N = 0xFFFFFFFF // 20
-
-
+# --- torch's CPU randperm: ``ndgrad._random`` replays it; these name it for this module ---
 def _mt19937(seed: int) -> np.random.MT19937:
     """An MT19937 in the state of a torch CPU generator after ``manual_seed(seed)``."""
-    key = [seed & 0xFFFFFFFF]  # torch seeds its mt19937 with the seed's low 32 bits
-    for i in range(1, 624):  # init_genrand, the reference seeding; 0.2 ms per epoch
-        key.append((1812433253 * (key[-1] ^ (key[-1] >> 30)) + i) & 0xFFFFFFFF)
-    bg = np.random.MT19937(0)  # a fixed seed skips gathering OS entropy; overwritten next line
-    bg.state = {"bit_generator": "MT19937", "state": {"key": np.array(key, np.uint32), "pos": 624}}
-    return bg
+    return _random.new_stream(seed)
 
 
-def _writes(target: np.ndarray, n: int, itype) -> tuple[np.ndarray, np.ndarray]:
-    """Group the writes ``step k -> position target[k]`` by position: per step, the previous
-    step writing the same position, and per position, its last writing step (-1: none)."""
-    order = np.argsort(target, kind="stable").astype(itype, copy=False)  # by position, then step
-    pos = target[order]
-    same = pos[1:] == pos[:-1]
-    prev = np.full(len(target), -1, itype)
-    prev[order[1:][same]] = order[:-1][same]
-    last = np.full(n, -1, itype)
-    ends = np.append(~same, True)
-    last[pos[ends]] = order[ends]
-    return prev, last
-
-
-def _roots(parent: np.ndarray) -> np.ndarray:
-    """Each node's root in the forest ``parent`` (roots point at themselves), by pointer
-    doubling: log2(depth) gathers instead of a Python loop over the nodes."""
-    while True:
-        up = parent[parent]
-        if np.array_equal(up, parent):
-            return parent
-        parent = up
-
-
-def _swap_forward(j: np.ndarray, n: int, itype) -> np.ndarray:
-    """``r = arange(n)`` after swapping ``r[i]`` and ``r[j[i]]`` (``j[i] >= i``) for i = 0..n-2.
-
-    Position i is final after step i and holds what position ``j[i]`` held just before it: what
-    the previous step k writing ``j[i]`` moved there (the value position k held just before step
-    k), or ``j[i]`` when no step wrote there. "Held just before its own step" obeys the same rule,
-    so it chains through earlier steps and resolves as a forest.
-    """
-    prev, last = _writes(j, n, itype)
-    k = np.arange(n, dtype=itype)
-    src = last.copy()
-    own = src[:-1] == k[:-1]  # step k's write to itself comes after "just before step k"
-    src[:-1][own] = prev[own]
-    before = _roots(np.where(src >= 0, src, k))
-    out = np.empty(n, itype)
-    out[:-1] = np.where(prev >= 0, before[prev], j)
-    out[-1] = before[-1]
-    return out
-
-
-def _inside_out(z: np.ndarray, n: int, itype) -> np.ndarray:
-    """``r`` after ``r[i] = r[z[i]]; r[z[i]] = i`` (``z[i] <= i``) for i = 0..n-1.
-
-    Position p ends with the last step i writing ``i`` there; failing that, with what step p
-    moved in from ``z[p]``: the previous step writing ``z[p]`` (its own number), or, with none,
-    whatever step ``z[p]`` moved in, a chain resolved as a forest.
-    """
-    prev, last = _writes(z, n, itype)
-    p = np.arange(n, dtype=itype)
-    moved_from = _roots(np.where(prev >= 0, p, z))
-    return np.where(last >= 0, last, prev[moved_from])
-
-
-def _randperm(n: int, seed: int, inside_out_n: int = _INSIDE_OUT_N) -> np.ndarray:
-    """``torch.randperm(n, generator=g)`` for a CPU generator ``g`` after ``g.manual_seed(seed)``.
-
-    ndgrad's own generators draw from PCG64, so this replays torch's mt19937 stream and its
-    shuffle, vectorised: 9 ms for n = 60000 where a Python swap loop takes 15 ms (median of 30).
-    """
-    if n < 2:
-        return np.arange(n)
-    bg = _mt19937(seed)
-    itype = np.int32 if n < 2**31 else np.int64  # halves the memory of the large-n branch
-    if n < inside_out_n:
-        i = np.arange(n - 1, dtype=np.uint64)
-        j = (bg.random_raw(n - 1) % (n - i) + i).astype(itype)  # random() % (n - i) + i
-        return _swap_forward(j, n, itype)
-    raw = bg.random_raw(2 * n)
-    draws = (raw[0::2] << np.uint64(32)) | raw[1::2]  # random64(): first draw in the high half
-    z = (draws % np.arange(1, n + 1, dtype=np.uint64)).astype(itype)
-    return _inside_out(z, n, itype)
-
-
-def _check_seed(seed) -> int:
-    """PyTorch's checks on ``Generator.manual_seed``'s argument."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise RuntimeError(  # noqa: TRY004  (torch's type)
-            f"manual_seed expected a long, but got {type(seed).__name__}")
-    if not -(2**63) <= seed < 2**64:
-        raise ValueError("Overflow when unpacking long long")
-    return seed
+def _randperm(n: int, seed: int, inside_out_n: int = _random.INSIDE_OUT_N) -> np.ndarray:
+    """``torch.randperm(n, generator=g)`` for a CPU generator ``g`` after ``g.manual_seed(seed)``."""
+    return _random.randperm(Generator().manual_seed(seed), n, inside_out_n)
 
 
 # --- the sampler ---
@@ -175,7 +85,7 @@ class DistributedSampler(Sampler):
     def __iter__(self):
         n = len(self.dataset)
         if self.shuffle:
-            indices = _randperm(n, _check_seed(self.seed + self.epoch)).tolist()
+            indices = _randperm(n, self.seed + self.epoch).tolist()
         else:
             indices = list(range(n))
         if not self.drop_last:
