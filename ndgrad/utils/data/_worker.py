@@ -197,13 +197,14 @@ class MultiProcessIter:
             self.workers.append(w)
         self.shut = False
         self.sent = self.rcvd = 0
+        self.buffer = {}
         self._reset(first=True)
 
     def _reset(self, first: bool = False) -> None:
         """Start a pass: drop what an unfinished pass left in flight, restart the keys."""
-        while self.rcvd < self.sent:
+        pending = self.sent - self.rcvd - len(self.buffer)  # the buffer holds some already
+        for _ in range(pending):
             self._get()
-            self.rcvd += 1
         if not first:
             for iq in self.index_queues:
                 iq.put((-1, None))
