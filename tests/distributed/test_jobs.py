@@ -172,7 +172,7 @@ def _gpu_count() -> int:
 
 @pytest.mark.skipif(_gpu_count() == 0, reason="needs CuPy and a GPU")
 def test_cuda_tensors_through_a_gloo_group():
-    out = _ok(launch("cuda.py", 2, "gloo"))
+    out = _ok(launch("on_cuda.py", 2, "gloo"))
     assert "cuda ok" in out and "backend gloo world 2" in out
 
 
@@ -180,7 +180,7 @@ def test_cuda_tensors_through_a_gloo_group():
 def test_cuda_tensors_on_nccl():
     pytest.importorskip("cupy.cuda.nccl")
     ranks = min(2, _gpu_count())  # NCCL refuses two ranks on one GPU
-    out = _ok(launch("cuda.py", ranks, "nccl"))
+    out = _ok(launch("on_cuda.py", ranks, "nccl"))
     assert "cuda ok" in out and f"backend nccl world {ranks}" in out
 
 
