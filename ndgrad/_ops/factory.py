@@ -301,13 +301,15 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
                       requires_grad)
 
 
-def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
+def randint(low=None, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
             device=None, requires_grad=False, pin_memory=False) -> Tensor:
     _check(device)
     if size is None and isinstance(high, (tuple, list)):
         low, high, size = 0, low, high  # the randint(high, size) overload
     elif high is None:
         low, high = 0, low
+    elif low is None:
+        low = 0  # randint(high=..., size=...), as PyTorch's samplers call it
     if size is None:
         raise TypeError("randint() missing 1 required positional arguments: \"size\"")
     return _grad_leaf(dispatch(_randint, (low, high, tuple(size), generator, _dtype_arg(dtype), layout,

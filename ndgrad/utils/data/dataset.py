@@ -156,8 +156,8 @@ def random_split(dataset, lengths, generator=None):
         lengths = sizes
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    rng = (generator or _factories.default_generator).rng
-    perm = rng.permutation(sum(lengths)).tolist()
+    from ..._ops.random import randperm
+    perm = randperm(sum(lengths), generator=generator or _factories.default_generator).tolist()
     out, start = [], 0
     for size in lengths:
         out.append(Subset(dataset, perm[start:start + size]))

@@ -2,7 +2,9 @@
 ``BatchSampler``, which groups another sampler's keys into lists.
 
 Randomness comes from an ``ndgrad.Generator`` when one is given; otherwise each pass seeds a
-fresh one from the global RNG, so ``ndgrad.manual_seed`` makes every order reproducible.
+fresh one from the global RNG, so ``ndgrad.manual_seed`` makes every order reproducible. The
+draws are PyTorch's (``randperm``, ``randint``, ``multinomial`` over its random stream), so a
+seeded script visits samples in the order it does under PyTorch.
 """
 
 from __future__ import annotations
@@ -15,12 +17,19 @@ __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler
            "WeightedRandomSampler", "BatchSampler"]
 
 
-def _rng(generator) -> np.random.Generator:
-    """``generator``'s stream, or (like PyTorch) a new one seeded by a draw from the global RNG."""
+def _generator(generator):
+    """``generator``, or (like PyTorch) a new one seeded by an int64 drawn from the global RNG."""
     if generator is not None:
-        return generator.rng
-    seed = int(_factories.default_generator.rng.integers(2**63))
-    return np.random.Generator(np.random.PCG64(seed))
+        return generator
+    from ..._dtype import int64
+    from ..._ops.factory import empty
+    seed = int(empty((), dtype=int64).random_().item())
+    return _factories.Generator().manual_seed(seed)
+
+
+def _randperm(n: int, generator) -> list:
+    from ..._ops.random import randperm
+    return randperm(n, generator=generator).tolist()
 
 
 class Sampler:
@@ -68,14 +77,17 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
+        from ..._ops.factory import randint
         n, k = len(self.data_source), self.num_samples
-        rng = _rng(self.generator)
+        gen = _generator(self.generator)
         if self.replacement:
-            yield from rng.integers(0, n, size=k).tolist()
+            for _ in range(k // 32):  # PyTorch draws in blocks of 32
+                yield from randint(0, n, (32,), generator=gen).tolist()
+            yield from randint(0, n, (k % 32,), generator=gen).tolist()
             return
         for _ in range(k // n):
-            yield from rng.permutation(n).tolist()
-        yield from rng.permutation(n)[: k % n].tolist()
+            yield from _randperm(n, gen)
+        yield from _randperm(n, gen)[: k % n]
 
     def __len__(self) -> int:
         return self.num_samples
@@ -89,7 +101,7 @@ class SubsetRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self):
-        for i in _rng(self.generator).permutation(len(self.indices)).tolist():
+        for i in _randperm(len(self.indices), self.generator):  # the global RNG when None
             yield self.indices[i]
 
     def __len__(self) -> int:
@@ -118,12 +130,12 @@ class WeightedRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self):
+        from ..._ops.random import multinomial
         w = self.weights._data
         if not self.replacement and self.num_samples > np.count_nonzero(w):
             raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-        rng = _rng(self.generator)
-        yield from rng.choice(len(w), size=self.num_samples, replace=self.replacement,
-                              p=w / w.sum()).tolist()
+        yield from multinomial(self.weights, self.num_samples, self.replacement,
+                               generator=self.generator).tolist()
 
     def __len__(self) -> int:
         return self.num_samples
