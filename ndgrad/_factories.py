@@ -138,10 +138,24 @@ def _leaf(arr, requires_grad: bool, device=None) -> Tensor:
     return t
 
 
-def _size(size) -> tuple:
+def _size(size, fn: str = "") -> tuple:
     if len(size) == 1 and not isinstance(size[0], numbers.Integral):
         size = size[0]
-    return tuple(int(s) for s in size)
+    out = tuple(int(s) for s in size)
+    for s in out:
+        if s < 0:  # PyTorch's words (zeros has its own)
+            if fn == "zeros":
+                raise RuntimeError("zeros: Dimension size must be non-negative.")
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(out)}")
+    return out
+
+
+def _dtype_of(dtype, fn: str):
+    """A ``dtype=`` argument: an ndgrad dtype or a Python type, never a string (PyTorch's
+    TypeError)."""
+    if isinstance(dtype, str):
+        raise TypeError(f"{fn}(): argument 'dtype' must be torch.dtype, not str")
+    return D.to_dtype(dtype)
 
 
 def _dt(dtype, default=None) -> np.dtype:
@@ -214,6 +228,8 @@ def _plain(data):
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
     """Copy ``data`` (nested sequences, a NumPy array, a scalar or a tensor) into a new leaf."""
     _check(device)
+    if isinstance(dtype, str):
+        _dtype_of(dtype, "tensor")
     src = _to_array(data, dtype)
     if type(src) is not np.ndarray and _backend.device_of(src).type != "cpu":  # a device tensor
         device = _backend.device_of(src) if device is None else device

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _backend, _random
 from .. import _dtype as D
-from .._factories import _check, _dt, _gen, _infer_dtype, _size
+from .._factories import _check, _dt, _dtype_of, _gen, _infer_dtype, _size
 from .._tensor import Tensor
 from .registry import NAMESPACES, defop, dispatch
 from .samples import sample
@@ -221,26 +221,26 @@ _new_full = _factory(f"new_full(Tensor self, SymInt[] size, Scalar fill_value, {
 
 
 # --- the public functions: PyTorch's Python signatures over the records ---
-def _dtype_arg(dtype):
-    return None if dtype is None else D.to_dtype(dtype)
+def _dtype_arg(dtype, fn: str = "factory"):
+    return None if dtype is None else _dtype_of(dtype, fn)
 
 
 def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False) -> Tensor:
     _check(device)
-    return _grad_leaf(dispatch(_zeros, (_size(size), _dtype_arg(dtype), layout, device, None)), requires_grad)
+    return _grad_leaf(dispatch(_zeros, (_size(size, "zeros"), _dtype_arg(dtype, "zeros"), layout, device, None)), requires_grad)
 
 
 def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
          pin_memory=False) -> Tensor:
     _check(device)
-    return _grad_leaf(dispatch(_ones, (_size(size), _dtype_arg(dtype), layout, device, None)), requires_grad)
+    return _grad_leaf(dispatch(_ones, (_size(size, "ones"), _dtype_arg(dtype, "ones"), layout, device, None)), requires_grad)
 
 
 def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False, memory_format=None) -> Tensor:
     _check(device)
-    return _grad_leaf(dispatch(_empty, (_size(size), _dtype_arg(dtype), layout, device, None, None)),
+    return _grad_leaf(dispatch(_empty, (_size(size, "empty"), _dtype_arg(dtype, "empty"), layout, device, None, None)),
                       requires_grad)
 
 
@@ -251,7 +251,8 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, re
         fill_value = fill_value.item()
     if dtype is None:
         dtype = _infer_dtype(fill_value)
-    return _grad_leaf(dispatch(_full, (_size((size,)), fill_value, D.to_dtype(dtype), layout, device, None)),
+    return _grad_leaf(dispatch(_full, (_size((size,), "full"), fill_value, _dtype_arg(dtype, "full"), layout,
+                                       device, None)),
                       requires_grad)
 
 
@@ -290,14 +291,14 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
 def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False) -> Tensor:
     _check(device)
-    return _grad_leaf(dispatch(_rand, (_size(size), generator, _dtype_arg(dtype), layout, device, None)),
+    return _grad_leaf(dispatch(_rand, (_size(size, "rand"), generator, _dtype_arg(dtype, "rand"), layout, device, None)),
                       requires_grad)
 
 
 def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False) -> Tensor:
     _check(device)
-    return _grad_leaf(dispatch(_randn, (_size(size), generator, _dtype_arg(dtype), layout, device, None)),
+    return _grad_leaf(dispatch(_randn, (_size(size, "randn"), generator, _dtype_arg(dtype, "randn"), layout, device, None)),
                       requires_grad)
 
 
