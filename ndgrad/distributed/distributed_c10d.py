@@ -717,6 +717,15 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     return _issue(pg, "allgather", [req], [output_tensor], out.finish, async_op)
 
 
+def _reduce_scatter(pg, src, output, op, async_op):
+    """Rank r's ``output`` gets the reduction over ranks of block r of ``src`` (MPI path)."""
+    out = _Host(output)
+    name, mop = _reduction(op, out.a.dtype)
+    req = pg._comm.Ireduce_scatter_block(_mpi.buffer(src), _mpi.buffer(out.a), mop)
+    avg = _avg(out, pg._size) if name == "AVG" and out.a.dtype != np.bool_ else None
+    return _issue(pg, "reduce_scatter", [req], [output], _finisher(avg, out.finish), async_op)
+
+
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bool = False):
     _check_tensor(output, "output")
     _check_list(input_list, "input_list")
@@ -728,11 +737,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bo
                          f"length {pg._size}, got {len(input_list)})")
     _check_sizes("reduce_scatter", input_list, output)
     stacked = np.stack([_Host(t, write=False).a for t in input_list])
-    out = _Host(output)
-    name, mop = _reduction(op, out.a.dtype)
-    req = pg._comm.Ireduce_scatter_block(_mpi.buffer(stacked), _mpi.buffer(out.a), mop)
-    avg = _avg(out, pg._size) if name == "AVG" and out.a.dtype != np.bool_ else None
-    return _issue(pg, "reduce_scatter", [req], [output], _finisher(avg, out.finish), async_op)
+    return _reduce_scatter(pg, stacked, output, op, async_op)
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
@@ -750,12 +755,24 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
         name = _reduction(op, output._data.dtype)[0]
         req = nccl.reduce_scatter(input._data, output._data, name)
         return _issue(pg, "reduce_scatter", [req], [output], async_op=async_op)
-    src = _Host(input, write=False)
-    out = _Host(output)
-    name, mop = _reduction(op, out.a.dtype)
-    req = pg._comm.Ireduce_scatter_block(_mpi.buffer(src.a), _mpi.buffer(out.a), mop)
-    avg = _avg(out, pg._size) if name == "AVG" and out.a.dtype != np.bool_ else None
-    return _issue(pg, "reduce_scatter", [req], [output], _finisher(avg, out.finish), async_op)
+    return _reduce_scatter(pg, _Host(input, write=False).a, output, op, async_op)
+
+
+def _check_root_list(pg, root: int, tensors, like, what: str, role: str, io: str) -> None:
+    """A gather/scatter list: given on the root only, one tensor per rank shaped like ``like``."""
+    name = f"{what}_list"
+    if pg._rank != root:
+        if tensors:
+            raise ValueError(f"Argument ``{name}`` must NOT be specified on non-{role} ranks.")
+        return
+    if not tensors:
+        raise ValueError(f"Argument ``{name}`` must be specified on {role} rank.")
+    _check_list(tensors, name)
+    if len(tensors) != pg._size:
+        raise RuntimeError(f"ProcessGroup::{what}: Incorrect {io} list size {len(tensors)}. "
+                           f"{io.capitalize()} list size should be {pg._size}, same as size of "
+                           "the process group.")
+    _check_sizes(what, tensors, like)
 
 
 def gather(tensor, gather_list=None, dst=None, group=None, async_op: bool = False,
@@ -765,18 +782,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op: bool = Fals
     if pg is None:
         return None
     root = _peer(pg, dst, group_dst, "dst")
-    if pg._rank == root:
-        if not gather_list:
-            raise ValueError("Argument ``gather_list`` must be specified on destination rank.")
-        _check_list(gather_list, "gather_list")
-        if len(gather_list) != pg._size:
-            raise RuntimeError(f"ProcessGroup::gather: Incorrect output list size "
-                               f"{len(gather_list)}. Output list size should be {pg._size}, "
-                               "same as size of the process group.")
-        _check_sizes("gather", gather_list, tensor)
-    elif gather_list:
-        raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination "
-                         "ranks.")
+    _check_root_list(pg, root, gather_list, tensor, "gather", "destination", "output")
     src = _Host(tensor, write=False)
     out = np.empty((pg._size,) + src.a.shape, src.a.dtype) if pg._rank == root else None
     req = pg._comm.Igather(_mpi.buffer(src.a), None if out is None else _mpi.buffer(out),
@@ -792,19 +798,10 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op: bool = Fa
     if pg is None:
         return None
     root = _peer(pg, src, group_src, "src")
+    _check_root_list(pg, root, scatter_list, tensor, "scatter", "source", "input")
     stacked = None
     if pg._rank == root:
-        if not scatter_list:
-            raise ValueError("Argument ``scatter_list`` must be specified on source rank.")
-        _check_list(scatter_list, "scatter_list")
-        if len(scatter_list) != pg._size:
-            raise RuntimeError(f"ProcessGroup::scatter: Incorrect input list size "
-                               f"{len(scatter_list)}. Input list size should be {pg._size}, "
-                               "same as size of the process group.")
-        _check_sizes("scatter", scatter_list, tensor)
         stacked = np.stack([_Host(t, write=False).a for t in scatter_list])
-    elif scatter_list:
-        raise ValueError("Argument ``scatter_list`` must NOT be specified on non-source ranks.")
     out = _Host(tensor)
     req = pg._comm.Iscatter(None if stacked is None else _mpi.buffer(stacked),
                             _mpi.buffer(out.a), root=root)
