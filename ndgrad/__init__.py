@@ -38,6 +38,7 @@ from . import profiler  # noqa: F401
 from . import futures  # noqa: F401
 from . import distributed, multiprocessing  # noqa: F401
 from . import func  # noqa: F401
+from ._legacy_types import *  # noqa: F401,F403  (FloatTensor, LongTensor, ..., Tensor.new)
 from . import accelerator, distributions, testing  # noqa: F401
 from . import compiler, fx  # noqa: F401
 from . import _dynamo, _logging  # noqa: F401

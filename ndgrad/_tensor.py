@@ -452,6 +452,8 @@ class Tensor:
                 raise ValueError(f"invalid type: '{dtype}'")
         elif isinstance(dtype, D.dtype):
             d = dtype
+        elif isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), D.dtype):
+            d = dtype.dtype  # a legacy type: ndgrad.LongTensor
         else:
             raise TypeError("dtype must be a type, str, or dtype object")
         return self.to(d)
