@@ -229,6 +229,7 @@ class Reducer:
         self.remaining = self.first_counts = None
         self.stats = {"iterations": 0, "compute": 0, "comm": 0, "overlap": 0}
         self.t_forward = self.t_bwd_start = self.t_comm_start = 0
+        self.last = None  # (compute start, compute end, comm start, comm end) of the last pass
         self._init_buckets(bucket_indices, per_bucket_size_limits)
         self._handles = [p.register_post_accumulate_grad_hook(partial(self._autograd_hook, i))
                          for i, p in enumerate(params)]

@@ -526,17 +526,17 @@ class _Host:
 
     def back(self) -> None:
         if self.copied:
-            data = self.t._data
-            if type(data) is np.ndarray:
-                data[...] = self.a
-            else:
-                data[...] = _to_device_like(self.a, data)
+            _store(self.t._data, self.a)
 
 
-def _to_device_like(host, like):
-    import cupy
-    with cupy.cuda.Device(like.device.id):
-        return cupy.asarray(host)
+def _store(data, host) -> None:
+    """Write the host array ``host`` into a tensor's array (NumPy, or CuPy on its device)."""
+    if type(data) is np.ndarray:
+        data[...] = host
+    else:
+        import cupy
+        with cupy.cuda.Device(data.device.id):
+            data[...] = cupy.asarray(host)
 
 
 def _finisher(*steps):
@@ -687,11 +687,7 @@ def _scatter_into(ts, stacked):
 
 
 def _write(t: Tensor, host) -> None:
-    data = t._data
-    if type(data) is np.ndarray:
-        data[...] = host
-    else:
-        data[...] = _to_device_like(host, data)
+    _store(t._data, host)
     t._bump()
 
 

@@ -13,6 +13,19 @@ from .module import Module
 __all__ = ["Embedding", "EmbeddingBag"]
 
 
+
+def _padding_index(padding_idx, num_embeddings: int, word: str):
+    """``padding_idx`` checked against the table and made non-negative (``word`` is how the
+    module's PyTorch message spells it: Embedding capitalises it, EmbeddingBag does not)."""
+    if padding_idx is None:
+        return None
+    if padding_idx > 0:
+        assert padding_idx < num_embeddings, f"{word} must be within num_embeddings"
+    elif padding_idx < 0:
+        assert padding_idx >= -num_embeddings, f"{word} must be within num_embeddings"
+        padding_idx = num_embeddings + padding_idx
+    return padding_idx
+
 class Embedding(Module):
     """Maps integer indices to rows of ``weight``; row ``padding_idx`` gets no gradient."""
 
@@ -22,13 +35,7 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if padding_idx > 0:
-                assert padding_idx < num_embeddings, "Padding_idx must be within num_embeddings"
-            elif padding_idx < 0:
-                assert padding_idx >= -num_embeddings, "Padding_idx must be within num_embeddings"
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _padding_index(padding_idx, num_embeddings, "Padding_idx")
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
@@ -99,13 +106,7 @@ class EmbeddingBag(Module):
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
-        if padding_idx is not None:
-            if padding_idx > 0:
-                assert padding_idx < num_embeddings, "padding_idx must be within num_embeddings"
-            elif padding_idx < 0:
-                assert padding_idx >= -num_embeddings, "padding_idx must be within num_embeddings"
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _padding_index(padding_idx, num_embeddings, "padding_idx")
         if _weight is None:
             self.weight = Parameter(empty((num_embeddings, embedding_dim), device=device, dtype=dtype))
             self.reset_parameters()

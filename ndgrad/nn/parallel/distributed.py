@@ -212,7 +212,7 @@ class DistributedDataParallel(Module):
             "avg_backward_comm_time": s["comm"] // n,
             "avg_backward_compute_comm_overlap_time": s["overlap"] // n,
         }
-        last = getattr(r, "last", None)
+        last = r.last
         if last is not None:
             data.update({
                 "backward_compute_time_start": last[0], "backward_compute_time_end": last[1],
