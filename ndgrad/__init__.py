@@ -66,6 +66,12 @@ def equal(input, other) -> bool:
     return input.equal(other)
 
 
+def is_inference(input) -> bool:
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_inference(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    return input.is_inference()
+
+
 def is_floating_point(t) -> bool:
     return t.is_floating_point()
 

@@ -14,6 +14,7 @@ import numpy as np
 from . import _backend, _random
 from . import _dtype as D
 from ._tensor import Tensor
+from .autograd.grad_mode import INFERENCE_VC, state as _grad_state
 
 __all__ = [
     "tensor", "as_tensor", "from_numpy", "manual_seed", "seed", "initial_seed", "Generator",
@@ -127,7 +128,7 @@ def _leaf(arr, requires_grad: bool, device=None) -> Tensor:
         dev = _backend.as_device(device)
         if dev.type != "cpu":
             arr = _backend.to_device(arr, dev)
-    t = Tensor._make(arr, None, 0, None)
+    t = Tensor._make(arr, None, 0, INFERENCE_VC if _grad_state.inference else None)
     if requires_grad:
         if arr.dtype.kind not in "fc":
             # NOTE(pytorch): factories word this differently from Tensor.requires_grad_()

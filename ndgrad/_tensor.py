@@ -17,7 +17,7 @@ from . import _backend
 from . import _dtype as D
 from .autograd.node import AccumulateGrad, RemovableHandle, _HookDict
 from .autograd.saved import modified_msg
-from .autograd.grad_mode import state as _grad_state
+from .autograd.grad_mode import INFERENCE_VC, INPLACE_MSG, state as _grad_state
 
 __all__ = ["Tensor"]
 
@@ -44,7 +44,9 @@ class ViewInfo:
 
     # How the view was made (PyTorch's CreationMeta): all but DEFAULT forbid in-place changes
     # with grad. IN_CUSTOM_FUNCTION: returned by a custom Function (or an input returned as-is).
-    DEFAULT, MULTI_OUTPUT, NO_GRAD, IN_CUSTOM_FUNCTION = 0, 1, 2, 3
+    # INFERENCE_MODE: a view of a normal tensor made in inference mode (no_grad's rules, its own
+    # message).
+    DEFAULT, MULTI_OUTPUT, NO_GRAD, IN_CUSTOM_FUNCTION, INFERENCE_MODE = 0, 1, 2, 3, 4
 
     def __init__(self, base, chain, version, creation):
         self.base = base
@@ -243,6 +245,8 @@ class Tensor:
     @property
     def _version(self) -> int:
         vc = self._vc
+        if vc is INFERENCE_VC:
+            raise RuntimeError("Inference tensors do not track version counter.")
         return 0 if vc is None else vc[0]
 
     @property
@@ -288,6 +292,8 @@ class Tensor:
         if requires_grad and self._data.dtype.kind not in "fc":
             # NOTE(pytorch): the method's wording omits "and complex" (complex is still allowed)
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if requires_grad:
+            check_may_require_grad(self)
         self._rg = bool(requires_grad)
         return self
 
@@ -324,7 +330,7 @@ class Tensor:
     @property
     def data(self) -> "Tensor":
         # NOTE(pytorch): .data is a detached alias whose in-place changes autograd does not see
-        return Tensor._make(self._data, None, 0, None)
+        return Tensor._make(self._data, None, 0, INFERENCE_VC if self._vc is INFERENCE_VC else None)
 
     @data.setter
     def data(self, value) -> None:
@@ -420,7 +426,8 @@ class Tensor:
         return None if m is None else m.name
 
     def is_inference(self) -> bool:
-        return False
+        """Whether this tensor was made in ``inference_mode`` (or is a view or alias of one)."""
+        return self._vc is INFERENCE_VC
 
     # --- views ---
     @property
@@ -530,6 +537,17 @@ def gradient_edge(t):
     return None
 
 
+def check_may_require_grad(t) -> None:
+    if t._vc is INFERENCE_VC and not _grad_state.inference:
+        raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
+
+
+def check_inplace(t) -> None:
+    """Refuse an in-place write to an inference tensor outside inference mode, before it happens."""
+    if t._vc is INFERENCE_VC and not _grad_state.inference:
+        raise RuntimeError(INPLACE_MSG)
+
+
 def refresh_view(t) -> None:
     """Regenerate a view's grad_fn after an in-place change to its base or a sibling view."""
     info = t._view
@@ -538,7 +556,7 @@ def refresh_view(t) -> None:
         return
     info.version = vc[0]
     base = info.base
-    if base._rg and info.creation != ViewInfo.NO_GRAD:
+    if base._rg and info.creation != ViewInfo.NO_GRAD and info.creation != ViewInfo.INFERENCE_MODE:
         prev = _grad_state.grad_enabled
         _grad_state.grad_enabled = True
         try:

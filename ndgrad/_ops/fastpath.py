@@ -116,9 +116,25 @@ def public(rec, dispatch, scalar_saved):
     direct = dict(env, _modes=(), _dispatch=_run)
     _ENVS.append(direct)
     pos = [p.name + (f"=_d{i}" if p.has_default else "") for i, p in enumerate(params)]
-    exec(f"def {rec.name.replace('.', '_')}({', '.join(pos)}):" + body_src[body_src.index("\n"):], direct)  # noqa: S102
+    direct_src = f"def {rec.name.replace('.', '_')}({', '.join(pos)}):" + body_src[body_src.index("\n"):]
+    exec(direct_src, direct)  # noqa: S102
     rec.extra["direct"] = direct[rec.name.replace(".", "_")]
+    rec.extra["direct_src"] = direct_src
     return fn
+
+
+def inference_copy(rec, run_marked, view_creation, inference_vc):
+    """The op's ``direct`` code as run inside ``inference_mode`` (made on first use there), or
+    None: new outputs get ``inference_vc``, a view of a tensor requiring grad ``view_creation``,
+    and the fallbacks go to ``run_marked`` (the general path, then the same marking)."""
+    src = rec.extra.get("direct_src")
+    if src is None:
+        return None
+    env = dict(_env(rec), _modes=(), _dispatch=run_marked, _NO_GRAD=view_creation, _INF=inference_vc)
+    for k, v in rec.extra["direct"].__globals__.items():  # the defaults and helpers bound there
+        env.setdefault(k, v)
+    exec(src.replace("\n    t._vc = None\n", "\n    t._vc = _INF\n"), env)  # noqa: S102
+    return env[rec.name.replace(".", "_")]
 
 
 def _plain_body(rec, env, slow):
@@ -230,7 +246,13 @@ def _node_lines(rec, scalar_ok, env, ind):
         if i in scalar_ok:
             edge = f"({edge}) if tp{i} is _T else None"
         L.append(ind + f"e{i} = {edge}")
-    L += [ind + "node = _new(_Node)", ind + f"node.next_edges = ({''.join(f'e{i}, ' for i in rec.diff_pos)})",
+    if rec.node_cls._variants is not None:
+        env["_variants"] = rec.node_cls._variants
+        dims = "".join(f"x{i}.ndim, " for i in rec.tensor_pos)
+        L.append(ind + f"node = _new(_variants.get(({dims}), _Node))")
+    else:
+        L.append(ind + "node = _new(_Node)")
+    L += [ind + f"node.next_edges = ({''.join(f'e{i}, ' for i in rec.diff_pos)})",
           ind + "node.sequence_nr = _seq()", ind + "node._extra = None"]
     args = []
     for kind, pos in rec.arg_plan:

@@ -90,6 +90,7 @@ defop("matmul(Tensor self, Tensor other) -> Tensor", _matmul,
       jvp=lambda self_p, self_t, other_p, other_t:
           product(Tensor.matmul, self_p, self_t, other_p, other_t),
       promote=COMMON,
+      extra={"node_variants": {(2, 2): "MmBackward0", (2, 1): "MvBackward0", (1, 1): "DotBackward0"}},
       samples=lambda rng: [
           sample("mm", rng.standard_normal((3, 4)), rng.standard_normal((4, 2))),
           sample("vv", rng.standard_normal((4,)), rng.standard_normal((4,))),
@@ -277,6 +278,26 @@ defop("dot(Tensor self, Tensor tensor) -> Tensor", _dot,
       samples=lambda rng: [sample("1d", rng.standard_normal((5,)), rng.standard_normal((5,))),
                            sample("nc", nc(rng.standard_normal((4,))), rng.standard_normal((4,))),
                            sample("int", np.arange(4), np.arange(4) + 1)])
+
+
+def _mv(x, y):
+    if x.ndim != 2 or y.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {x.ndim}, {y.ndim}")
+    if x.shape[1] != y.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({x.shape[0]}), mat ({x.shape[0]}x{x.shape[1]}), "
+                           f"vec ({y.shape[0]})")
+    if x.dtype != y.dtype:  # NOTE(pytorch): named after addmv, the kernel mv runs on
+        r = D.SHORT_NAMES[np.result_type(x, y)]
+        raise RuntimeError("addmv input tensors must have the same dtype, but got "
+                           f"{r}, {_tname(x)}, and {_tname(y)}")
+    return _matmul(x, y)
+
+
+defop("mv(Tensor self, Tensor vec) -> Tensor", _mv,
+      {"self": lambda grad, vec: grad.unsqueeze(-1) * vec, "vec": lambda grad, self: self.mT.mv(grad)},
+      jvp=lambda self_p, self_t, vec_p, vec_t: product(Tensor.mv, self_p, self_t, vec_p, vec_t),
+      samples=lambda rng: [sample("2d", rng.standard_normal((3, 4)), rng.standard_normal((4,))),
+                           sample("nc", nc(rng.standard_normal((4, 3))), nc(rng.standard_normal((3,))))])
 
 
 def _outer(x, y):

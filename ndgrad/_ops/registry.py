@@ -19,11 +19,13 @@ import numpy as np
 
 from .. import _backend
 from .. import _dtype as D
-from .._tensor import Tensor, ViewInfo, gradient_edge, move_retains_grad, refresh_view
+from .._tensor import (Tensor, ViewInfo, check_inplace, gradient_edge, move_retains_grad,
+                       refresh_view)
 from ..autograd.node import SECOND_BACKWARD_MSG, Node, next_sequence_nr
 from ..autograd.saved import RawSaved, save_input, save_output
 from ..autograd import dispatch_mode as _dm
-from ..autograd.grad_mode import state as _gs
+from ..autograd import grad_mode as _gm
+from ..autograd.grad_mode import INFERENCE_VC, state as _gs
 from . import fastpath
 from . import jvp as _jvp
 from . import overload as _overload
@@ -271,6 +273,10 @@ def defop(
     rec.extra = dict(extra or ())  # its own: generated code and the overload packet go here
     rec.tolerance = None
     _build_backward(rec, vjp, node_name or camel(name) + "Backward0")
+    variants = rec.extra.get("node_variants")
+    if variants:  # same node, PyTorch's name for the op it decomposes into at these ranks
+        rec.node_cls._variants = {dims: type(n, (rec.node_cls,), {"__slots__": ()})
+                                  for dims, n in variants.items()}
     rec.jvp = _jvp.prepare(rec, jvp)  # forward AD reads it (autograd/forward_ad.py)
     if rec.extra.get("out") is None:
         rec.extra["out"] = _takes_out(rec)
@@ -412,6 +418,9 @@ def write_out(name: str, compute, args, out):
     ``out`` resized to the result's shape (warning when it had other elements), the result cast
     to ``out``'s dtype where PyTorch allows the cast, ``out``'s version bumped; returns ``out``."""
     outs = tuple(out) if type(out) in (list, tuple) else (out,)
+    for o in outs:
+        if isinstance(o, Tensor):
+            check_inplace(o)  # before ``out`` is resized
     if _gs.grad_enabled:
         ts = [t for a in args for t in (a if type(a) in (list, tuple) else (a,))]
         if any(isinstance(t, Tensor) and t._rg for t in ts + list(outs)):
@@ -524,6 +533,9 @@ class OpNode(Node):
 
     __slots__ = ("_args",)
     _rec: OpRecord
+    # {input ranks: subclass} (defop's ``extra["node_variants"]``): matmul's node is named
+    # MmBackward0, MvBackward0 or DotBackward0 for the 2-D and 1-D cases PyTorch sends there.
+    _variants = None
 
     def _unpack_one(self, k):
         saved = self._saved
@@ -731,6 +743,53 @@ def dispatch(rec: OpRecord, args: tuple):
     return t
 
 
+class _InferenceMarker:
+    """The dispatch mode inside ``inference_mode``: a tensor an op makes there is an inference
+    tensor (``INFERENCE_VC`` as its version counter); a view of a normal tensor stays normal
+    (it shares its base's counter), and one of a tensor requiring grad is marked as made there.
+    Alone on the stack it runs the op's fast path made for inference mode, which marks as it
+    goes: inference mode then costs about one ``dispatch`` call more per op than ``no_grad``."""
+
+    __slots__ = ()
+
+    def dispatch(self, rec, args, run):
+        if not _gs.inference:  # inference_mode(False) within
+            return run(rec, args)
+        if len(_modes) == 1:
+            fast = rec.extra.get("inference", 0) if rec.extra else None
+            if fast == 0:
+                fast = rec.extra["inference"] = fastpath.inference_copy(
+                    rec, _run_marked, _INFERENCE, INFERENCE_VC)
+            if fast is not None:
+                return fast(*args)
+        return _mark(rec, args, run(rec, args))
+
+
+def _run_marked(rec, args):
+    return _mark(rec, args, _run(rec, args))
+
+
+def _mark(rec, args, out):
+    for o in out if type(out) is tuple or type(out) is list else (out,):
+        if isinstance(o, Tensor):
+            if o._vc is None:
+                if not _is_arg(o, args):  # an op may hand back an input (contiguous())
+                    o._vc = INFERENCE_VC
+            elif rec.kind == "view" and o._view is not None and o._view.creation == _NO_GRAD:
+                o._view.creation = _INFERENCE
+    return out
+
+
+def _is_arg(t, args) -> bool:
+    for a in args:
+        if a is t or (type(a) is list or type(a) is tuple) and any(x is t for x in a):
+            return True
+    return False
+
+
+_gm.inference_marker = _InferenceMarker()
+
+
 def _forward(rec, fwd, args):
     """Unwrap, promote and run the forward on arrays; returns (result, any input requires grad)."""
     xs, rg = _unwrap(rec, args)
@@ -819,6 +878,8 @@ def _new_node(rec, args, old_self=None):
     """Create the node: edges to the differentiable inputs, saved inputs and arguments.
     ``old_self(self)``: what to save for ``self`` (an in-place op's copy of it, made only if saved)."""
     cls = rec.node_cls
+    if cls._variants is not None:
+        cls = cls._variants.get(tuple(args[i]._data.ndim for i in rec.tensor_pos), cls)
     node = _new(cls)
     edges = []
     for i in rec.diff_pos:
@@ -919,8 +980,9 @@ def _record(rec, args, outs) -> None:
 
 
 # --- views ---
-_DEFAULT, _MULTI, _NO_GRAD, _IN_CUSTOM = (
-    ViewInfo.DEFAULT, ViewInfo.MULTI_OUTPUT, ViewInfo.NO_GRAD, ViewInfo.IN_CUSTOM_FUNCTION)
+_DEFAULT, _MULTI, _NO_GRAD, _IN_CUSTOM, _INFERENCE = (
+    ViewInfo.DEFAULT, ViewInfo.MULTI_OUTPUT, ViewInfo.NO_GRAD, ViewInfo.IN_CUSTOM_FUNCTION,
+    ViewInfo.INFERENCE_MODE)
 
 
 def _run_view(rec, args):
@@ -966,6 +1028,13 @@ def _run_inplace(rec, args):
         refresh_view(self)
     grad_on = _gs.grad_enabled
     if grad_on:
+        if info is not None and info.creation == _INFERENCE and self._rg and not _gs.inference:
+            raise RuntimeError(
+                "A view was created in inference mode and is being modified inplace in normal mode. "
+                "Given that this use case is ambiguous and error-prone, it is forbidden. You can "
+                "clarify your code by moving both the view and the inplace either both inside the "
+                "inference_mode block (if you don't want the inplace to be tracked) or both outside "
+                "(if you want the inplace to be tracked).")
         if info is not None and info.creation == _NO_GRAD and self._rg:
             raise RuntimeError(
                 "A view was created in no_grad mode and is being modified inplace with grad mode "
@@ -988,6 +1057,8 @@ def _run_inplace(rec, args):
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if info is not None and info.base._rg and info.base._grad_fn is None:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    if self._vc is INFERENCE_VC and not _gs.inference:
+        raise RuntimeError(_gm.INPLACE_MSG)
     base_rec = rec.outplace
     res, rg = _forward(rec, base_rec.fwd, args)
     if type(res) is not _ndarray:

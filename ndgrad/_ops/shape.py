@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _backend
 from .. import _dtype as D
-from .._tensor import _wrap_dim
+from .._tensor import _wrap_dim, check_inplace
 from .registry import NAMESPACES, defcomposite, defop
 from .samples import nc, sample
 
@@ -752,6 +752,7 @@ def _inplace_view(view_name: str, name: str):
     def inplace(self, *args, **kwargs):
         if _grad_state.grad_enabled and self._rg and self._grad_fn is None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        check_inplace(self)
         v = getattr(self, view_name)(*args, **kwargs)
         self._data = v._data
         if v._grad_fn is not None:

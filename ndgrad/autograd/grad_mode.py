@@ -10,6 +10,8 @@ import functools
 import inspect
 import threading
 
+from . import dispatch_mode as _dm
+
 __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
     "is_inference_mode_enabled",
@@ -23,6 +25,29 @@ class _State(threading.local):
 
 
 state = _State()
+
+INPLACE_MSG = (
+    "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone "
+    "to get a normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 "
+    "for more details.")
+
+
+class _NoVersionCounter(list):
+    """The one "version counter" every inference tensor shares in its ``_vc`` slot: inference
+    tensors track no version (reads give 0), so a write inside inference mode counts nothing;
+    outside it the write is refused (the in-place ops check first; this catches the rest)."""
+
+    __slots__ = ()
+
+    def __setitem__(self, i, value):
+        if not state.inference:
+            raise RuntimeError(INPLACE_MSG)
+
+
+INFERENCE_VC = _NoVersionCounter([0])  # ``t._vc is INFERENCE_VC``: t is an inference tensor
+# The dispatch mode that makes what ops create inside inference mode inference tensors; set by
+# the op layer (``_ops.registry``), which defines it.
+inference_marker = None
 
 
 def is_grad_enabled() -> bool:
@@ -159,9 +184,15 @@ class inference_mode(_DecoratorContextManager):
         # turns grad mode on, even inside no_grad
         state.grad_enabled = not self.mode
         state.inference = bool(self.mode)
+        if self.mode:
+            # Every op of this thread now leaves its fast path to pass the marker (one
+            # ``dispatch`` more per op); with inference mode off, ops pay nothing for it.
+            _dm.push(inference_marker)
 
     def __exit__(self, *exc):
         state.grad_enabled, state.inference = self.prev
+        if self.mode:
+            _dm.remove(inference_marker)
 
     def clone(self):
         return self.__class__(self.mode)

@@ -14,6 +14,7 @@ import weakref
 from .. import _backend
 from .. import _dtype
 from . import dispatch_mode
+from .grad_mode import INFERENCE_VC
 
 __all__ = ["SavedTensor", "saved_tensors_hooks", "disable_saved_tensors_hooks", "save_on_cpu",
            "allow_mutation_on_saved_tensors"]
@@ -55,9 +56,15 @@ _new = object.__new__
 
 def save_input(t):
     """Save an input tensor: itself at version 0, else a ``SavedTensor`` with its version."""
+    vc = t._vc
+    if vc is INFERENCE_VC:
+        raise RuntimeError(
+            "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+            "inference mode in computation tracked by autograd. To work around this, you can make "
+            "a clone to get a normal tensor and use it in autograd, or use `torch.no_grad()` "
+            "instead of `torch.inference_mode()`.")
     if hooks_in_use and _hooks.stack:
         return _pack(t, None, 0)
-    vc = t._vc
     if vc is None or not vc[0]:
         return t
     s = _new(SavedTensor)

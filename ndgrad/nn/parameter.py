@@ -10,7 +10,7 @@ from __future__ import annotations
 import weakref
 
 from .._ops import fastpath as _fastpath
-from .._tensor import Tensor
+from .._tensor import Tensor, check_may_require_grad
 
 __all__ = ["Parameter", "Buffer"]
 
@@ -43,6 +43,7 @@ class Parameter(Tensor):
                 raise RuntimeError(
                     "Only Tensors of floating point and complex dtype can require gradients"
                 )
+            check_may_require_grad(t)
             t._rg = True
         return t
 

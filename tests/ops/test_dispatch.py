@@ -83,6 +83,43 @@ def test_fast_path_records_same_graph_as_reference():
     assert fast.grad_fn.next_functions[0][0] is ref.grad_fn.next_functions[0][0]  # one accumulator
 
 
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((3,), (3, 4)),
+                                    ((5, 2, 3), (3, 4))])
+def test_matmul_node_named_as_torch_decomposes_it(shapes, torch_or_skip):
+    """``matmul`` on 2-D/1-D operands: PyTorch's node names (MmBackward0, MvBackward0,
+    DotBackward0), on the fast path and the reference one alike, with its gradients."""
+    torch = torch_or_skip
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s) for s in shapes]
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    want = torch.matmul(*ts)
+    want.sum().backward()
+    for run in (lambda a, b: nd.matmul(a, b), lambda a, b: dispatch(OPS["matmul"], (a, b))):
+        xs = [nd.tensor(a, requires_grad=True) for a in arrays]
+        got = run(*xs)
+        name = got.grad_fn.name()
+        if len(shapes[0]) == 2 and len(shapes[1]) <= 2 or shapes == ((3,), (3,)):
+            assert name == want.grad_fn.name()
+        else:  # PyTorch's top node is a reshape around mm/mv/bmm; here the one matmul node
+            assert name == "MatmulBackward0"
+        got.sum().backward()
+        for x, t in zip(xs, ts):
+            np.testing.assert_allclose(x.grad._data, t.grad.numpy(), rtol=1e-12)
+
+
+def test_mv_against_torch(torch_or_skip):
+    torch = torch_or_skip
+    m, v = np.arange(6.0).reshape(2, 3), np.array([1.0, -2.0, 0.5])
+    got = nd.mv(nd.tensor(m, requires_grad=True), nd.tensor(v))
+    assert got.grad_fn.name() == torch.mv(torch.tensor(m, requires_grad=True), torch.tensor(v)).grad_fn.name()
+    for a, b in [((3,), (3,)), ((2, 3), (2, 3)), ((2, 3), (4,))]:
+        with pytest.raises(RuntimeError) as want:
+            torch.mv(torch.ones(*a), torch.ones(*b))
+        with pytest.raises(RuntimeError) as got:
+            nd.mv(nd.ones(*a), nd.ones(*b))
+        assert str(got.value) == str(want.value)
+
+
 _VIEW_CALLS = [("view", (2, 3, 2), ((6, 2),)), ("transpose.int", (2, 3, 2), (0, 1)), ("t", (3, 4), ()),
                ("permute", (2, 3, 2), ((1, 0, 2),)), ("expand", (2, 1, 2), ((3, 2, 4, 2),)),
                ("select.int", (2, 3, 2), (0, 1)), ("slice.Tensor", (2, 3, 2), (1, 0, 2, 1)),

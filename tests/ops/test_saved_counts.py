@@ -343,8 +343,8 @@ def test_mm_saves_only_what_the_needed_gradient_reads(ref):
 
 
 def test_weight_gradient_keeps_the_weights_layout():
-    x = nd.randn(3, 4)
-    w = nd.randn(5, 4, requires_grad=True)
+    x = nd.randn(3, 4, dtype=nd.float64)
+    w = nd.randn(5, 4, dtype=nd.float64, requires_grad=True)
     nd.mm(x, w.t()).sum().backward()
     assert w.grad._data.flags.c_contiguous  # computed as (grad.T @ x), not transposed after
     np.testing.assert_allclose(w.grad._data, np.ones((3, 5)).T @ x._data)
