@@ -9,7 +9,7 @@ docs/ARCHITECTURE.md; tests/test_layers.py holds the layer map and checks every 
 from __future__ import annotations
 
 from . import _backend
-from ._backend import Device, device
+from ._backend import Device, device, get_default_device, set_default_device  # noqa: F401
 from ._dtype import (  # noqa: F401
     complex64, complex128, dtype, float16, float32, float64, get_default_dtype, int8, int16, int32,
     int64, promote_types, set_default_dtype, uint8,

@@ -170,6 +170,19 @@ def _check(device) -> None:
         _backend.check_device(device)
 
 
+def _device(device):
+    """A constructor's ``device`` checked; None becomes the thread's default device
+    (``set_default_device``, ``with device(...)``) when one is set, else stays None (the host)."""
+    if device is None:
+        if not _backend.defaults_in_use[0]:
+            return None
+        device = _backend.default_device()
+        if device is None:
+            return None
+    _backend.check_device(device)
+    return device
+
+
 def _infer_dtype(data):
     """The dtype PyTorch infers for nested Python data (Python floats give the default dtype)."""
     kinds = set()
@@ -228,7 +241,7 @@ def _plain(data):
 # --- constructors ---
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
     """Copy ``data`` (nested sequences, a NumPy array, a scalar or a tensor) into a new leaf."""
-    _check(device)
+    device = _device(device)
     if isinstance(dtype, str):
         _dtype_of(dtype, "tensor")
     src = _to_array(data, dtype)
@@ -242,8 +255,9 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Like ``tensor`` but shares memory with a NumPy array or tensor when it can."""
-    _check(device)
-    if isinstance(data, Tensor) and (dtype is None or D.to_dtype(dtype).np == data._data.dtype):
+    device = _device(device)
+    if (isinstance(data, Tensor) and (dtype is None or D.to_dtype(dtype).np == data._data.dtype)
+            and (device is None or _backend.as_device(device) == data.device)):
         return data
     arr = _to_array(data, dtype)
     if isinstance(data, Tensor) and device is None:

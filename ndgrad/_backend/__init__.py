@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
+import threading
 
 import numpy as np
 
@@ -53,6 +54,15 @@ class Device:
 
     def __hash__(self) -> int:
         return hash((self.type, self.index))
+
+    # ``with torch.device('cuda'):``: the tensor constructors inside default to this device.
+    def __enter__(self) -> "Device":
+        _defaults.stack.append(self)
+        defaults_in_use[0] = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _defaults.stack.pop()
 
 
 cpu = Device("cpu")
@@ -201,6 +211,39 @@ def device_of(array) -> Device:
         return cpu
     t = _BY_ARRAY.get(type(array))
     return cpu if t is None else t.device_of(array)
+
+
+# --- the default device of the tensor constructors (PyTorch's DeviceContext), per thread ---
+class _Defaults(threading.local):
+    device = None  # set_default_device's
+
+    def __init__(self):
+        self.stack = []  # the ``with device(...)`` blocks entered, innermost last
+
+
+_defaults = _Defaults()
+# Whether any thread ever set a default device: until then the constructors' one check is this.
+defaults_in_use = [False]
+
+
+def default_device():
+    """The device a constructor called with ``device=None`` uses, or None for the host."""
+    d = _defaults
+    return d.stack[-1] if d.stack else d.device
+
+
+def set_default_device(device) -> None:
+    """``torch.set_default_device``: this thread's constructors (``zeros``, ``tensor``, ...,
+    not the ``*_like`` ones) put their tensors on ``device`` unless told otherwise; None resets."""
+    _defaults.device = None if device is None else as_device(device)
+    defaults_in_use[0] = True
+
+
+def get_default_device() -> Device:
+    dev = default_device()
+    if dev is None:
+        return cpu
+    return device_type(dev).normalize(dev) if dev.type not in ("cpu", "meta") else dev
 
 
 def check_device(dev) -> Device:

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _backend, _random
 from .. import _dtype as D
-from .._factories import _check, _dt, _dtype_of, _gen, _infer_dtype, _size
+from .._factories import _check, _device, _dt, _dtype_of, _gen, _infer_dtype, _size
 from .._tensor import Tensor
 from .registry import NAMESPACES, defop, dispatch
 from .samples import sample
@@ -227,26 +227,26 @@ def _dtype_arg(dtype, fn: str = "factory"):
 
 def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False) -> Tensor:
-    _check(device)
+    device = _device(device)
     return _grad_leaf(dispatch(_zeros, (_size(size, "zeros"), _dtype_arg(dtype, "zeros"), layout, device, None)), requires_grad)
 
 
 def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
          pin_memory=False) -> Tensor:
-    _check(device)
+    device = _device(device)
     return _grad_leaf(dispatch(_ones, (_size(size, "ones"), _dtype_arg(dtype, "ones"), layout, device, None)), requires_grad)
 
 
 def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False, memory_format=None) -> Tensor:
-    _check(device)
+    device = _device(device)
     return _grad_leaf(dispatch(_empty, (_size(size, "empty"), _dtype_arg(dtype, "empty"), layout, device, None, None)),
                       requires_grad)
 
 
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
          pin_memory=False) -> Tensor:
-    _check(device)
+    device = _device(device)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     if dtype is None:
@@ -258,7 +258,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, re
 
 def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
            requires_grad=False, pin_memory=False) -> Tensor:
-    _check(device)
+    device = _device(device)
     if end is None:
         start, end = 0, start
     start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
@@ -274,7 +274,7 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
 
 def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=None,
              requires_grad=False, pin_memory=False) -> Tensor:
-    _check(device)
+    device = _device(device)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     return _grad_leaf(dispatch(_linspace, (start, end, steps, _dtype_arg(dtype), layout, device, None)),
@@ -283,28 +283,28 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
 
 def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
         pin_memory=False) -> Tensor:
-    _check(device)
+    device = _device(device)
     return _grad_leaf(dispatch(_eye, (n, n if m is None else m, _dtype_arg(dtype), layout, device, None)),
                       requires_grad)
 
 
 def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False) -> Tensor:
-    _check(device)
+    device = _device(device)
     return _grad_leaf(dispatch(_rand, (_size(size, "rand"), generator, _dtype_arg(dtype, "rand"), layout, device, None)),
                       requires_grad)
 
 
 def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False) -> Tensor:
-    _check(device)
+    device = _device(device)
     return _grad_leaf(dispatch(_randn, (_size(size, "randn"), generator, _dtype_arg(dtype, "randn"), layout, device, None)),
                       requires_grad)
 
 
 def randint(low=None, high=None, size=None, *, generator=None, out=None, dtype=None, layout=None,
             device=None, requires_grad=False, pin_memory=False) -> Tensor:
-    _check(device)
+    device = _device(device)
     if size is None and isinstance(high, (tuple, list)):
         low, high, size = 0, low, high  # the randint(high, size) overload
     elif high is None:

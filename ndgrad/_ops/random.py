@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import _backend, _random
 from .. import _dtype as D
-from .._factories import Generator, _check, _dt, _gen, _size
+from .._factories import Generator, _check, _device, _dt, _gen, _size
 from .._tensor import Tensor
 from .factory import _drawn, _grad_leaf, empty_like
 from .factory import _place as _on_device
@@ -476,7 +476,7 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     """A random permutation of ``0 .. n-1``."""
     if not isinstance(n, numbers.Integral) or isinstance(n, bool):
         raise TypeError(f"randperm(): argument 'n' (position 1) must be int, not {type(n).__name__}")
-    _check(device)
+    device = _device(device)
     args = (n, generator, None if dtype is None else D.to_dtype(dtype), layout, device, None)
     return _grad_leaf(dispatch(_randperm, args), requires_grad)
 
