@@ -40,6 +40,13 @@ from . import distributed, multiprocessing  # noqa: F401
 from . import func  # noqa: F401
 from ._legacy_types import *  # noqa: F401,F403  (FloatTensor, LongTensor, ..., Tensor.new)
 from . import accelerator, distributions, testing  # noqa: F401
+from . import amp, cpu  # noqa: F401
+from .amp.autocast_mode import (  # noqa: F401
+    autocast, clear_autocast_cache, get_autocast_cpu_dtype, get_autocast_dtype, get_autocast_gpu_dtype,
+    is_autocast_cache_enabled, is_autocast_cpu_enabled, is_autocast_enabled, set_autocast_cache_enabled,
+    set_autocast_cpu_dtype, set_autocast_cpu_enabled, set_autocast_dtype, set_autocast_enabled,
+    set_autocast_gpu_dtype,
+)
 from . import compiler, fx  # noqa: F401
 from . import _dynamo, _logging  # noqa: F401
 from .compiler.dynamo import compile  # noqa: A004  (torch.compile)

@@ -36,7 +36,7 @@ LAYERS = {
     "ndgrad.compiler": 6, "ndgrad.fx": 6, "ndgrad._dynamo": 6, "ndgrad._logging": 6,
     "ndgrad._functorch": 6, "ndgrad.futures": 6, "ndgrad.distributed": 6,
     "ndgrad.multiprocessing": 6, "ndgrad.func": 6, "ndgrad.distributions": 6,
-    "ndgrad.testing": 6, "ndgrad.accelerator": 6,
+    "ndgrad.testing": 6, "ndgrad.accelerator": 6, "ndgrad.amp": 6, "ndgrad.cpu": 6,
     "ndgrad": 6,
 }
 ROOT = "ndgrad"

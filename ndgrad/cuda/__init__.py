@@ -196,3 +196,4 @@ def get_device_name(device=None) -> str:
     props = impl.cupy.cuda.runtime.getDeviceProperties(_index(device))
     name = props["name"]
     return name.decode() if isinstance(name, bytes) else name
+from . import amp  # noqa: E402,F401  (torch.cuda.amp: autocast, custom_fwd/bwd)

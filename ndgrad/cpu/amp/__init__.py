@@ -1,0 +1,7 @@
+"""``torch.cpu.amp``: the deprecated CPU spellings of ``ndgrad.amp``."""
+
+from ...amp.autocast_mode import device_autocast
+
+autocast = device_autocast("cpu", "bfloat16")
+
+__all__ = ["autocast"]
