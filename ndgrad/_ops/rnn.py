@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _backend
 from .factory import zeros
-from .registry import defop
+from .registry import defcomposite, defop
 from .samples import nc, sample
 from .shape import cat, stack
 
@@ -250,3 +250,47 @@ lstm_layer = defop(
     "-> (Tensor output, Tensor h_n, Tensor c_n, Tensor gates, Tensor cs)",
     _lstm_layer, {("gi", "h0", "c0", "w_hh"): _lstm_layer_grad},
     method=False, api=False, samples=_lstm_layer_samples).call
+
+
+# --- PyTorch's functional cells: torch.lstm_cell, gru_cell, rnn_tanh_cell, rnn_relu_cell ---
+def _proj(x, w, b):
+    y = x.matmul(w.mT)
+    return y if b is None else y + b
+
+
+def _cell_lstm(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """``(h', c')`` of one LSTM step from ``hx = (h, c)``, through the fused cell op."""
+    h, c = hx
+    return lstm_cell(_proj(input, w_ih, b_ih), _proj(h, w_hh, b_hh), c)
+
+
+def _cell_gru(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    return gru_cell(_proj(input, w_ih, b_ih), _proj(hx, w_hh, b_hh), hx)
+
+
+def _cell_rnn_tanh(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    return (_proj(input, w_ih, b_ih) + _proj(hx, w_hh, b_hh)).tanh()
+
+
+def _cell_rnn_relu(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    return (_proj(input, w_ih, b_ih) + _proj(hx, w_hh, b_hh)).relu()
+
+
+def _cell_samples(chunks):
+    def samples(rng):
+        def r(*s):
+            return rng.standard_normal(s)
+
+        return [sample("bias", r(3, 4), r(3, 2), r(chunks * 2, 4), r(chunks * 2, 2), r(chunks * 2), r(chunks * 2)),
+                sample("no_bias", r(2, 4), nc(r(2, 2)), r(chunks * 2, 4), r(chunks * 2, 2))]
+    return samples
+
+
+for _fn, _name in ((_cell_lstm, "lstm_cell"), (_cell_gru, "gru_cell"), (_cell_rnn_tanh, "rnn_tanh_cell"),
+                   (_cell_rnn_relu, "rnn_relu_cell")):
+    _fn.__name__ = _fn.__qualname__ = _name
+_cell_lstm = defcomposite(_cell_lstm, name="lstm_cell", method=False, samples=lambda rng: [],
+                          gradcheck=False).call  # (h, c) is a tuple: tests/ops/test_rnn_cell_functions.py
+_cell_gru = defcomposite(_cell_gru, name="gru_cell", method=False, samples=_cell_samples(3)).call
+_cell_rnn_tanh = defcomposite(_cell_rnn_tanh, name="rnn_tanh_cell", method=False, samples=_cell_samples(1)).call
+_cell_rnn_relu = defcomposite(_cell_rnn_relu, name="rnn_relu_cell", method=False, samples=_cell_samples(1)).call
