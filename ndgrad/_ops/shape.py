@@ -746,9 +746,21 @@ for _name, _lower in (("tril", True), ("triu", False)):
 from ..autograd.grad_mode import state as _grad_state
 
 
-def _inplace_view(view_name: str, name: str):
+_RENAMED: dict = {}
+
+
+def _renamed(cls, name: str):
+    """``cls`` under PyTorch's name for the in-place overload (``TBackward1``): same formulas."""
+    sub = _RENAMED.get((cls, name))
+    if sub is None:
+        sub = _RENAMED[cls, name] = type(name, (cls,), {"__slots__": ()})
+    return sub
+
+
+def _inplace_view(view_name: str, name: str, node_name):
     """``Tensor.<name>``: self becomes its own view ``self.<view_name>(...)``, as in PyTorch:
-    same memory, new shape and strides, the view op's node as grad_fn, version bumped."""
+    same memory, new shape and strides, the view op's node as grad_fn (named ``node_name(args)``),
+    version bumped."""
     def inplace(self, *args, **kwargs):
         if _grad_state.grad_enabled and self._rg and self._grad_fn is None:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
@@ -756,7 +768,9 @@ def _inplace_view(view_name: str, name: str):
         v = getattr(self, view_name)(*args, **kwargs)
         self._data = v._data
         if v._grad_fn is not None:
-            self._grad_fn, self._output_nr = v._grad_fn, v._output_nr
+            node = v._grad_fn  # made by this call: renaming it touches no other graph
+            node.__class__ = _renamed(type(node), node_name(*args, **kwargs))
+            self._grad_fn, self._output_nr = node, v._output_nr
         if self._view is not None:  # a view stays a view of its base, one step further
             self._view = v._view
         self._bump()
@@ -768,10 +782,16 @@ def _inplace_view(view_name: str, name: str):
     return inplace
 
 
-for _name, _view in (("t_", "t"), ("transpose_", "transpose"), ("squeeze_", "squeeze"),
-                     ("unsqueeze_", "unsqueeze"), ("swapdims_", "transpose"),
-                     ("swapaxes_", "transpose")):
-    setattr(_Tensor, _name, _inplace_view(_view, _name))
+def _squeeze_name(dim=None):
+    return "SqueezeBackward" + ("3" if dim is None else "4" if isinstance(dim, int) else "5")
+
+
+for _name, _view, _node in (
+        ("t_", "t", lambda: "TBackward1"), ("transpose_", "transpose", lambda *a, **k: "TransposeBackward1"),
+        ("squeeze_", "squeeze", _squeeze_name), ("unsqueeze_", "unsqueeze", lambda *a, **k: "UnsqueezeBackward1"),
+        ("swapdims_", "transpose", lambda *a, **k: "TransposeBackward1"),
+        ("swapaxes_", "transpose", lambda *a, **k: "TransposeBackward1")):
+    setattr(_Tensor, _name, _inplace_view(_view, _name, _node))
 
 
 # --- complex views: view_as_real, view_as_complex ---

@@ -294,3 +294,17 @@ def test_polar():
     _same_error(lambda m: m.polar(m.ones(2), m.ones(2, dtype=m.float64)))
     _same_error(lambda m: m.polar(m.ones(2, dtype=m.int64), m.ones(2, dtype=m.int64)))
     assert nd.polar(nd.ones(2), nd.ones(2)).dtype == nd.complex64
+
+
+@pytest.mark.parametrize("name,args", [("t_", ()), ("transpose_", (0, 1)), ("squeeze_", ()),
+                                       ("squeeze_", (0,)), ("squeeze_", ((0,),)), ("unsqueeze_", (0,)),
+                                       ("swapdims_", (0, 1)), ("swapaxes_", (0, 1))])
+def test_inplace_view_node_names_match_torch(name, args, ref):
+    def f(T):
+        x = T.tensor([[1.0, 2.0, 3.0]], dtype=T.float64, requires_grad=True)
+        y = x.clone()
+        getattr(y, name)(*args)
+        (y * T.arange(3.0, dtype=T.float64).reshape(y.shape)).sum().backward()
+        return y.grad_fn.name(), x.grad
+
+    ref.same(f)
