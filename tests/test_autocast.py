@@ -195,3 +195,12 @@ def test_mode_leaves_the_stack_and_costs_nothing_after():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert ndgrad.get_autocast_dtype("cuda") == ndgrad.float16
+
+
+def test_deprecated_grad_scaler_spellings(torch_or_skip):
+    torch = torch_or_skip
+    for T in (ndgrad, torch):
+        with pytest.warns(FutureWarning, match=r"`torch.cpu.amp.GradScaler\(args...\)` is deprecated"):
+            s = T.cpu.amp.GradScaler(init_scale=4.0)
+        assert s.get_scale() == 4.0 and s.is_enabled()
+        assert isinstance(s, T.amp.GradScaler)

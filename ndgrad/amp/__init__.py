@@ -6,5 +6,6 @@ from .autocast_mode import (  # noqa: F401
     is_autocast_available, is_autocast_cache_enabled, is_autocast_enabled, set_autocast_cache_enabled,
     set_autocast_dtype, set_autocast_enabled,
 )
+from .grad_scaler import GradScaler, OptState  # noqa: F401
 
-__all__ = ["autocast", "custom_fwd", "custom_bwd", "is_autocast_available"]
+__all__ = ["autocast", "custom_fwd", "custom_bwd", "is_autocast_available", "GradScaler"]

@@ -382,3 +382,20 @@ def device_autocast(device_type: str, default_dtype: str):
 
     _autocast.__name__ = _autocast.__qualname__ = "autocast"
     return _autocast
+
+
+def device_grad_scaler(device_type: str):
+    """``torch.<device>.amp.GradScaler(init_scale=..., ...)``, deprecated."""
+    from .grad_scaler import GradScaler
+
+    class _GradScaler(GradScaler):
+        def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                     backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
+            warnings.warn(f"`torch.{device_type}.amp.GradScaler(args...)` is deprecated. Please use "
+                          f"`torch.amp.GradScaler('{device_type}', args...)` instead.", FutureWarning,
+                          stacklevel=2)
+            super().__init__(device_type, init_scale, growth_factor, backoff_factor, growth_interval,
+                             enabled)
+
+    _GradScaler.__name__ = _GradScaler.__qualname__ = "GradScaler"
+    return _GradScaler

@@ -1,7 +1,8 @@
 """``torch.cuda.amp``: the deprecated CUDA spellings of ``ndgrad.amp``."""
 
-from ...amp.autocast_mode import custom_bwd as _custom_bwd, custom_fwd as _custom_fwd, device_autocast
+from ...amp.autocast_mode import custom_bwd as _custom_bwd, custom_fwd as _custom_fwd, device_autocast, device_grad_scaler
 
+GradScaler = device_grad_scaler("cuda")
 autocast = device_autocast("cuda", "float16")
 
 
@@ -13,4 +14,4 @@ def custom_bwd(bwd=None):
     return _custom_bwd(bwd, device_type="cuda")
 
 
-__all__ = ["autocast", "custom_fwd", "custom_bwd"]
+__all__ = ["autocast", "GradScaler", "custom_fwd", "custom_bwd"]
