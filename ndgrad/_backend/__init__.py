@@ -283,9 +283,11 @@ def adopt(out):
 
 def meta_of(array) -> tuple:
     """``shape, dtype, device, stream`` of a gradient a node will receive for ``array``: the
-    stream is the current one of the array's device (None on the CPU)."""
+    stream is the current one of the array's device. On the CPU device and stream are None: a
+    tuple of untracked objects, which the cyclic GC stops tracking (one object less per node for
+    each collection to walk)."""
     if type(array) is np.ndarray:
-        return (array.shape, array.dtype, cpu, None)
+        return (array.shape, array.dtype, None, None)
     dev = device_of(array)
     t = _TYPES[dev.type] if dev.type in _TYPES else _cpu_type
     return (array.shape, array.dtype, dev, current_stream(dev) if t.has_streams else None)

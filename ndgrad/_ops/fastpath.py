@@ -288,7 +288,7 @@ def _node_lines(rec, scalar_ok, env, ind):
         every = len(rec.save_need[k]) == len(rec.diff_pos)
         saved.append(val if every else f"({val} if {cond} else None)")
     L.append(ind + f"node._saved = ({''.join(v + ', ' for v in saved)})")
-    L += [ind + "node._in_meta = (out.shape, out.dtype, _cpu, None) if type(out) is _nd else _meta(out)",
+    L += [ind + "node._in_meta = (out.shape, out.dtype, None, None) if type(out) is _nd else _meta(out)",
           ind + "t._grad_fn = node", ind + "t._rg = True"]
     return L
 

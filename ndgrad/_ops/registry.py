@@ -967,7 +967,7 @@ def _attach(rec, node, outs) -> None:
     meta = []
     for nr, o in enumerate(outs):
         d = o._data
-        meta += (d.shape, d.dtype, _cpu, None) if type(d) is _ndarray else _backend.meta_of(d)
+        meta += (d.shape, d.dtype, None, None) if type(d) is _ndarray else _backend.meta_of(d)
         if d.dtype.kind in "fc":
             o._grad_fn = node
             o._output_nr = nr

@@ -86,9 +86,9 @@ class NodeExtra:
 class Node:
     """A function of the backward graph. Subclasses define ``apply(grads) -> tuple``.
 
-    ``_in_meta`` holds ``shape, np_dtype, device`` of each gradient the node receives (one per
-    forward output), flat: ``(shape0, dtype0, device0, shape1, ...)`` (one tuple per node, not one
-    per output: node creation is the hot path). The engine checks and reduces gradients with it.
+    ``_in_meta`` holds ``shape, np_dtype, device, stream`` of each gradient the node receives (one
+    per forward output), flat: ``(shape0, dtype0, device0, stream0, shape1, ...)`` (one tuple per
+    node, not one per output: node creation is the hot path; device None: the host). The engine checks and reduces gradients with it.
     ``_saved`` holds the node's ``SavedTensor`` objects (``None`` once released).
     """
 
