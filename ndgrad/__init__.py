@@ -15,6 +15,7 @@ from ._dtype import (  # noqa: F401
     int64, promote_types, set_default_dtype, uint8,
 )
 from ._dtype import ALIASES as _ALIASES
+from ._dtype import bfloat16  # None without ml_dtypes: deleted below, __getattr__ explains
 from ._dtype import bool_ as bool  # noqa: A001
 from ._tensor import Size, Tensor
 from ._tensor_str import get_printoptions, set_printoptions  # noqa: F401
@@ -51,11 +52,24 @@ from . import compiler, fx  # noqa: F401
 from . import _dynamo, _logging  # noqa: F401
 from .compiler.dynamo import compile  # noqa: A004  (torch.compile)
 from .serialization import save, load  # noqa: F401
+from . import backends  # noqa: F401
+from ._config import *  # noqa: F401,F403  (finfo, iinfo, threads, determinism, typename)
 
 globals().update(_NS[""])
 globals().update(_ALIASES)  # float, double, half, long, int, short, cfloat, cdouble
 
 __version__ = "0.1.0"
+
+if bfloat16 is None:
+    del bfloat16
+
+
+def __getattr__(name: str):
+    if name in ("bfloat16", "BFloat16Tensor"):
+        from ._dtype import BF16_MISSING
+
+        raise AttributeError(f"module 'ndgrad' has no attribute '{name}' ({BF16_MISSING})")
+    raise AttributeError(f"module 'ndgrad' has no attribute '{name}'")
 
 
 def is_tensor(obj) -> bool:

@@ -4,6 +4,10 @@ A ``dtype`` wraps one NumPy dtype. ``result_type`` follows PyTorch's three prior
 (dimensioned tensors, zero-dim tensors, wrapped Python numbers) and category order
 bool < integer < floating < complex, which differ from NumPy's rules (NumPy promotes
 int64 with float32 to float64; PyTorch gives float32).
+
+``bfloat16`` is the NumPy dtype of the optional ``ml_dtypes`` package; without it ndgrad has no
+``bfloat16`` (the name is None here and ``ndgrad.bfloat16`` raises, naming the package). Its
+NumPy kind is 'V', not 'f': code asking "floating or complex?" tests membership in ``INEXACT``.
 """
 
 from __future__ import annotations
@@ -11,6 +15,11 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+
+try:
+    import ml_dtypes as _ml_dtypes
+except ImportError:  # bfloat16 is optional: pip install ml_dtypes
+    _ml_dtypes = None
 
 __all__ = ["dtype", "get_default_dtype", "set_default_dtype", "promote_types", "result_type"]
 
@@ -27,7 +36,7 @@ class dtype:
         self.kind = kind
         self.is_floating_point = kind == FLOAT
         self.is_complex = kind == COMPLEX
-        self.is_signed = self.np.kind in "ifc"
+        self.is_signed = kind != BOOL and self.np.kind != "u"  # bfloat16's NumPy kind is 'V'
         self.legacy = legacy  # PyTorch's tensor type name, used in error messages
 
     def __repr__(self) -> str:
@@ -37,7 +46,8 @@ class dtype:
         return {complex64: float32, complex128: float64}.get(self, self)
 
     def to_complex(self) -> "dtype":
-        return {float16: complex64, float32: complex64, float64: complex128}.get(self, self)
+        return {float16: complex64, bfloat16: complex64, float32: complex64,
+                float64: complex128}.get(self, self)
 
     def __reduce__(self):
         return (_by_name, (self.name,))
@@ -54,9 +64,18 @@ float32 = dtype("float32", np.float32, FLOAT, "FloatTensor")
 float64 = dtype("float64", np.float64, FLOAT, "DoubleTensor")
 complex64 = dtype("complex64", np.complex64, COMPLEX, "ComplexFloatTensor")
 complex128 = dtype("complex128", np.complex128, COMPLEX, "ComplexDoubleTensor")
+bfloat16 = (dtype("bfloat16", _ml_dtypes.bfloat16, FLOAT, "BFloat16Tensor")
+            if _ml_dtypes is not None else None)
+BF16 = bfloat16.np if bfloat16 is not None else None  # its NumPy dtype, or None
 
-ALL = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64, complex64, complex128)
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64, complex64,
+       complex128) + ((bfloat16,) if bfloat16 is not None else ())
 _FROM_NP = {d.np: d for d in ALL}
+# NumPy dtypes of floating and complex dtypes: what ``a.dtype.kind in "fc"`` means, bfloat16
+# included (a frozenset test is also faster than the kind string's)
+INEXACT = frozenset(d.np for d in ALL if d.kind >= FLOAT)
+FLOATING = frozenset(d.np for d in ALL if d.kind == FLOAT)
+BF16_MISSING = "bfloat16 needs the ml_dtypes package: pip install ml_dtypes"
 # PyTorch's short type names in messages ('Float', 'Long', 'ComplexFloat'), by NumPy dtype
 SHORT_NAMES = {d.np: d.legacy[: -len("Tensor")] for d in ALL}
 _NAMES = {d.name: d for d in ALL}
@@ -70,7 +89,16 @@ ALIASES = {
 }
 
 
+def np_finfo(np_dtype):
+    """NumPy's ``finfo`` of a floating NumPy dtype; ml_dtypes' own for bfloat16."""
+    if BF16 is not None and np_dtype is BF16:
+        return _ml_dtypes.finfo(np_dtype)
+    return np.finfo(np_dtype)
+
+
 def _by_name(name: str) -> dtype:
+    if name == "bfloat16" and bfloat16 is None:
+        raise ModuleNotFoundError(BF16_MISSING)
     return _NAMES[name]
 
 
@@ -97,7 +125,7 @@ def to_dtype(d) -> dtype:
     if d is complex:
         return complex128
     if isinstance(d, str):
-        return _NAMES[d]
+        return _by_name(d)
     return from_np(np.dtype(d))
 
 
@@ -126,6 +154,8 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     if a is b:
         return a
     if a.kind == b.kind:
+        if a.itemsize == b.itemsize and a.kind == FLOAT:  # bfloat16, float16: neither holds both
+            return float32
         return from_np(np.promote_types(a.np, b.np))
     hi, lo = (a, b) if a.kind > b.kind else (b, a)
     if hi.kind == COMPLEX and lo.kind == FLOAT and lo.itemsize * 2 > hi.itemsize:
@@ -139,7 +169,7 @@ def _scalar_dtype(x) -> dtype:
         return bool_
     if t is int or isinstance(x, np.integer):
         return int64
-    if t is float or isinstance(x, np.floating):
+    if t is float or isinstance(x, np.floating) or BF16 is not None and t is BF16.type:
         return _default[0]
     if t is complex or isinstance(x, np.complexfloating):
         return default_complex()

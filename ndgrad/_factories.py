@@ -130,7 +130,7 @@ def _leaf(arr, requires_grad: bool, device=None) -> Tensor:
             arr = _backend.to_device(arr, dev)
     t = Tensor._make(arr, None, 0, INFERENCE_VC if _grad_state.inference else None)
     if requires_grad:
-        if arr.dtype.kind not in "fc":
+        if arr.dtype not in D.INEXACT:
             # NOTE(pytorch): factories word this differently from Tensor.requires_grad_()
             raise RuntimeError(
                 "Only Tensors of floating point and complex dtype can require gradients"

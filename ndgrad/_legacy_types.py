@@ -63,6 +63,9 @@ ShortTensor = _make("ShortTensor", D.int16)
 CharTensor = _make("CharTensor", D.int8)
 ByteTensor = _make("ByteTensor", D.uint8)
 BoolTensor = _make("BoolTensor", D.bool_)
+if D.bfloat16 is not None:  # ml_dtypes installed
+    BFloat16Tensor = _make("BFloat16Tensor", D.bfloat16)
+    __all__.append("BFloat16Tensor")
 
 
 def _new(self, *args, device=None, dtype=None):

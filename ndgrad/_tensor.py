@@ -140,7 +140,7 @@ class Tensor:
         return self._data.__array_interface__["data"][0]
 
     def is_floating_point(self) -> bool:
-        return self._data.dtype.kind == "f"
+        return self._data.dtype in D.FLOATING
 
     def is_complex(self) -> bool:
         return self._data.dtype.kind == "c"
@@ -167,6 +167,8 @@ class Tensor:
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
             )
         a = self._data
+        if a.dtype is D.BF16:  # NOTE(pytorch): NumPy itself has no bfloat16
+            raise TypeError("Got unsupported ScalarType BFloat16")
         if type(a) is not np.ndarray:
             dev = _backend.device_of(a)
             if dev.type != "cpu":
@@ -273,7 +275,7 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value) -> None:
-        if value and self._grad_fn is None and self._data.dtype.kind not in "fc":
+        if value and self._grad_fn is None and self._data.dtype not in D.INEXACT:
             # NOTE(pytorch): the attribute setter words it differently from requires_grad_()
             raise RuntimeError(
                 "only Tensors of floating point and complex dtype can require gradients"
@@ -289,7 +291,7 @@ class Tensor:
                     "var_no_grad = var.detach()."
                 )
             return self
-        if requires_grad and self._data.dtype.kind not in "fc":
+        if requires_grad and self._data.dtype not in D.INEXACT:
             # NOTE(pytorch): the method's wording omits "and complex" (complex is still allowed)
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if requires_grad:

@@ -179,6 +179,8 @@ def tensor_repr(t) -> str:
         if dev.type != "cpu":  # a device tensor says where it lives, first, as in PyTorch
             suffix.append(f"device='{dev}'")
             a = _backend.device_type(dev).to_host(a)
+    if a.dtype is D.BF16:
+        a = a.astype(np.float32)  # exact; formatting reads NumPy's float kinds
     if a.size == 0:
         if a.ndim != 1:
             suffix.append(f"size={tuple(a.shape)}")

@@ -56,6 +56,9 @@ def _is_path(f) -> bool:
 def _dtype_named(name: str, where: str):
     """ndgrad's dtype called ``name`` (looked up at call time: bfloat16 may come later)."""
     d = D._NAMES.get(name)
+    if d is None and name == "bfloat16":
+        raise RuntimeError(f"Cannot load {where}: it holds data of dtype torch.bfloat16, which "
+                           "ndgrad does not support without ml_dtypes: pip install ml_dtypes")
     if d is None:
         raise RuntimeError(
             f"Cannot load {where}: it holds data of dtype torch.{name}, which ndgrad does not "
@@ -735,13 +738,24 @@ def load_safetensors(filename, device="cpu") -> dict:
     return _load_safetensors_fh(fh, where, _map_fn(device))
 
 
+# safetensors' dtype codes ndgrad reads, by their own table: safetensors.numpy lacks BF16
+_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+                       "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
+                       "BOOL": "bool", "C64": "complex64"}
+
+
 def _load_safetensors_fh(fh, where: str, map_fn) -> dict:
     st = _safetensors_numpy()
     try:
-        arrays = st.load(fh.read())
-    except KeyError as e:  # safetensors.numpy has no NumPy dtype for it (BF16, F8_*)
-        raise RuntimeError(f"Cannot load {where}: it holds data of dtype {e.args[0]}, which "
-                           "ndgrad does not support") from None
+        flat = st.deserialize(fh.read())
     except (sys.modules["safetensors"].SafetensorError, ValueError, TypeError) as e:
         raise RuntimeError(f"Cannot load {where} as a .safetensors file: {e}") from None
-    return {k: _place(map_fn, Tensor._make(a, None, 0, None), "cpu") for k, a in arrays.items()}
+    out = {}
+    for k, v in flat:
+        name = _SAFETENSORS_DTYPES.get(v["dtype"])
+        if name is None:  # U16, F8_*, ...
+            raise RuntimeError(f"Cannot load {where}: it holds data of dtype {v['dtype']}, which "
+                               "ndgrad does not support")
+        a = np.frombuffer(v["data"], dtype=_dtype_named(name, where).np).reshape(v["shape"])
+        out[k] = _place(map_fn, Tensor._make(a, None, 0, None), "cpu")
+    return out

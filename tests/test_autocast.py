@@ -204,3 +204,27 @@ def test_deprecated_grad_scaler_spellings(torch_or_skip):
             s = T.cpu.amp.GradScaler(init_scale=4.0)
         assert s.get_scale() == 4.0 and s.is_enabled()
         assert isinstance(s, T.amp.GradScaler)
+
+
+def test_default_cpu_autocast_is_bfloat16_as_torch(torch_or_skip):
+    """With no dtype, CPU autocast runs in bfloat16 (through ml_dtypes): the same values,
+    loss and gradients as PyTorch, bit for bit on this small network."""
+    torch = torch_or_skip
+    if not hasattr(ndgrad, "bfloat16"):
+        pytest.skip("bfloat16 needs ml_dtypes")
+    a = RNG.standard_normal((4, 4)).astype(np.float32)
+
+    def run(T):
+        x = T.tensor(a, requires_grad=True)
+        with T.autocast("cpu"):
+            y = x @ x
+            loss = T.nn.functional.cross_entropy(y, T.tensor([0, 1, 2, 3]))
+        loss.backward()
+        return (str(T.get_autocast_dtype("cpu")).split(".")[-1], str(y.dtype).split(".")[-1],
+                y.detach().float().numpy(), loss.item(), x.grad.numpy())
+
+    got, want = run(ndgrad), run(torch)
+    assert got[:2] == want[:2] == ("bfloat16", "bfloat16")
+    np.testing.assert_array_equal(got[2], want[2])
+    assert got[3] == want[3]
+    np.testing.assert_array_equal(got[4], want[4])

@@ -112,6 +112,8 @@ Tensor.byte = _caster(D.uint8)
 Tensor.char = _caster(D.int8)
 Tensor.cfloat = _caster(D.complex64)
 Tensor.cdouble = _caster(D.complex128)
+if D.bfloat16 is not None:  # ml_dtypes installed
+    Tensor.bfloat16 = _caster(D.bfloat16)
 
 
 def type_as(self, other):
@@ -800,7 +802,7 @@ def _check_weights(name, w, n, integral):
     if integral and kind not in "iub":
         raise RuntimeError(f"cov(): expected fweights to have integral dtype but got fweights with "
                            f"{D.SHORT_NAMES[D.to_dtype(w.dtype).np]} dtype")
-    if not integral and kind not in "f":
+    if not integral and not D.to_dtype(w.dtype).is_floating_point:
         raise RuntimeError(f"cov(): expected aweights to have floating point dtype but got aweights "
                            f"with {D.SHORT_NAMES[D.to_dtype(w.dtype).np]} dtype")
     if bool((w < 0).any()):

@@ -49,7 +49,7 @@ def _place(arr, device):
 
 def _grad_leaf(t: Tensor, requires_grad: bool) -> Tensor:
     if requires_grad:
-        if t._data.dtype.kind not in "fc":
+        if t._data.dtype not in D.INEXACT:
             # NOTE(pytorch): factories word this differently from Tensor.requires_grad_()
             raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
         t._rg = True
@@ -80,7 +80,7 @@ def _drawn_values(draw, size, dt):
 
 def _rand_array(size, generator, dtype, device):
     dt = _dt(dtype)
-    if dt.kind not in "fc":
+    if dt not in D.INEXACT:
         raise RuntimeError(f'"check_uniform_bounds" not implemented for \'{D.SHORT_NAMES[dt]}\'')
     g = _gen(generator, device)
     return _place(_drawn_values(lambda n, d: _random.uniform(g, n, d), size, dt), device)
@@ -88,10 +88,10 @@ def _rand_array(size, generator, dtype, device):
 
 def _randn_array(size, generator, dtype, device):
     dt = _dt(dtype)
-    if dt.kind not in "fc":
+    if dt not in D.INEXACT:
         raise RuntimeError(f'"normal_kernel_cpu" not implemented for \'{D.SHORT_NAMES[dt]}\'')
     g = _gen(generator, device)
-    std = 1.0 if dt.kind == "f" else 0.5**0.5  # complex: the variance split between the parts
+    std = 0.5**0.5 if dt.kind == "c" else 1.0  # complex: the variance split between the parts
     return _place(_drawn_values(lambda n, d: _random.normal(g, n, d, 0.0, std), size, dt), device)
 
 
@@ -380,4 +380,222 @@ Tensor.new_full = _new_full_method
 
 for _name in ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "rand", "randn", "randint",
               "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"):
+    NAMESPACES[""][_name] = globals()[_name]
+
+
+# --- more constructors: logspace, scalar_tensor, empty_strided, tril/triu_indices, range, windows ---
+def _logspace_fwd(start, end, steps, base, dtype, layout, device, pin):
+    return _place(np.power(float(base), np.linspace(start, end, steps)).astype(_dt(dtype)), device)
+
+
+def _empty_strided_fwd(size, stride, dtype, layout, device, pin):
+    dt = _dt(dtype)
+    if any(s < 0 for s in stride):
+        raise RuntimeError("as_strided: Negative strides are not supported at the moment, got strides: "
+                           f"{list(stride)}")
+    n = 0 if 0 in size else 1 + sum((d - 1) * s for d, s in zip(size, stride, strict=True))
+    buf = np.empty(n, dt)
+    arr = np.lib.stride_tricks.as_strided(buf, size, tuple(s * dt.itemsize for s in stride))
+    return _place(arr, device)
+
+
+def _tri_indices_fwd(lower):
+    def fwd(row, col, offset, dtype, layout, device, pin):
+        dt = _dt(dtype, D.int64)
+        if dt.kind not in "iu":
+            name = "tril_indices" if lower else "triu_indices"
+            raise NotImplementedError(f"\"{name}\" not implemented for '{D.SHORT_NAMES[dt]}'")
+        mask = (np.tri(row, col, offset, dtype=bool) if lower
+                else ~np.tri(row, col, offset - 1, dtype=bool))
+        return _place(np.stack(np.nonzero(mask)).astype(dt).reshape(2, -1), device)
+    return fwd
+
+
+def _range_fwd(start, end, step, dtype, layout, device, pin):
+    n = math.floor((end - start) / step) + 1
+    return _place((start + np.arange(n) * step).astype(_dt(dtype)), device)
+
+
+# Window coefficients: sums of cosines over n / (M - 1), M the length (one longer when periodic).
+_COSINE_WINDOWS = {"hann_window": (0.5, 0.5, 0.0), "blackman_window": (0.42, 0.5, 0.08)}
+
+
+def _window(name, n, periodic, dtype, values):
+    dt = _dt(dtype)
+    if dt.kind != "f":
+        raise RuntimeError(f"{name} expects floating point dtypes, got: TensorOptions(dtype="
+                           f"{ {'int64': 'long int', 'int32': 'int'}.get(dt.name, dt.name)}, device=cpu, "
+                           "layout=Strided (default), requires_grad=false (default), "
+                           "pinned_memory=false, memory_format=(nullopt))")
+    if n < 0:
+        raise RuntimeError(f"{name} requires non-negative window_length, got window_length={n}")
+    if n <= 1:
+        return np.ones(n, dt)
+    m = n + 1 if periodic else n
+    # in the window's own dtype, so float32 rounds as PyTorch's float32 kernel does
+    return values(np.arange(m, dtype=dt), m)[:n].astype(dt)
+
+
+def _cosine_fwd(name):
+    def fwd(n, periodic, dtype, layout, device, pin):
+        a, b, c = _COSINE_WINDOWS[name]
+        def values(k, m):
+            phase = k * k.dtype.type(np.pi / (m - 1))
+            return c * np.cos(4 * phase) - b * np.cos(2 * phase) + a
+
+        return _place(_window(name, n, periodic, dtype, values), device)
+    return fwd
+
+
+def _hamming_fwd(n, periodic, alpha, beta, dtype, layout, device, pin):
+    return _place(_window("hamming_window", n, periodic, dtype,
+                          lambda k, m: alpha - beta * np.cos(k * k.dtype.type(2 * np.pi / (m - 1)))),
+                  device)
+
+
+def _bartlett_fwd(n, periodic, dtype, layout, device, pin):
+    return _place(_window("bartlett_window", n, periodic, dtype,
+                          lambda k, m: 1 - np.abs(2 * k / (m - 1) - 1)), device)
+
+
+def _kaiser_fwd(n, periodic, beta, dtype, layout, device, pin):
+    return _place(_window("kaiser_window", n, periodic, dtype, lambda k, m: np.kaiser(m, beta)), device)
+
+
+_logspace = _factory(f"logspace(Scalar start, Scalar end, int steps, float base=10.0, {_OPT}) -> Tensor",
+                     _logspace_fwd, samples=lambda rng: [sample("10", 0.0, 2.0, 5), sample("2", -1, 3, 4, 2.0),
+                                                         sample("int", 0, 3, 4, 2.0, dtype=D.int64)])
+_empty_strided = _factory(f"empty_strided(SymInt[] size, SymInt[] stride, {_OPT}) -> Tensor",
+                          _empty_strided_fwd, samples=_drawn)
+_tril_indices = _factory(f"tril_indices(int row, int col, int offset=0, {_OPT}) -> Tensor",
+                         _tri_indices_fwd(True),
+                         samples=lambda rng: [sample("3x3", 3, 3), sample("4x3_up", 4, 3, 1),
+                                              sample("down", 3, 5, -1, dtype=D.int32)])
+_triu_indices = _factory(f"triu_indices(int row, int col, int offset=0, {_OPT}) -> Tensor",
+                         _tri_indices_fwd(False),
+                         samples=lambda rng: [sample("3x3", 3, 3), sample("3x4_up", 3, 4, 1),
+                                              sample("down", 5, 3, -2)])
+_range = _factory(f"range.step(Scalar start, Scalar end, Scalar step=1, {_OPT}) -> Tensor", _range_fwd,
+                  samples=_drawn)  # deprecated with a warning: tests/test_namespace_extra.py
+_PERIODIC = "int window_length, bool periodic=True"
+_hann_window = _factory(f"hann_window({_PERIODIC}, {_OPT}) -> Tensor", _cosine_fwd("hann_window"),
+                        samples=lambda rng: [sample("4", 4), sample("sym", 5, False), sample("1", 1)])
+_blackman_window = _factory(f"blackman_window({_PERIODIC}, {_OPT}) -> Tensor", _cosine_fwd("blackman_window"),
+                            samples=lambda rng: [sample("5", 5), sample("sym", 6, False, dtype=D.float64)])
+_hamming_window = _factory(f"hamming_window({_PERIODIC}, float alpha=0.54, float beta=0.46, {_OPT}) -> Tensor",
+                           _hamming_fwd, samples=lambda rng: [sample("4", 4), sample("ab", 5, True, 0.5, 0.5),
+                                                              sample("0", 0)])
+_bartlett_window = _factory(f"bartlett_window({_PERIODIC}, {_OPT}) -> Tensor", _bartlett_fwd,
+                            samples=lambda rng: [sample("5", 5), sample("sym", 6, False)])
+_kaiser_window = _factory(f"kaiser_window({_PERIODIC}, float beta=12.0, {_OPT}) -> Tensor", _kaiser_fwd,
+                          samples=lambda rng: [sample("5", 5, dtype=D.float64),  # float32: i0 rounds differently
+                                                   sample("beta", 6, False, 5.0, dtype=D.float64)])
+
+
+def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False, pin_memory=False) -> Tensor:
+    device = _device(device)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    return _grad_leaf(dispatch(_logspace, (start, end, steps, base, _dtype_arg(dtype), layout, device, None)),
+                      requires_grad)
+
+
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False) -> Tensor:
+    """A 0-d tensor of ``s``, of the default dtype unless told (bool and int values too)."""
+    device = _device(device)
+    if isinstance(s, Tensor):
+        s = s.item()
+    return _grad_leaf(dispatch(_full, ((), s, _dtype_arg(dtype) or D.get_default_dtype(), layout, device,
+                                       None)), requires_grad)
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False) -> Tensor:
+    device = _device(device)
+    size, stride = _size((size,), "empty_strided"), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    return _grad_leaf(dispatch(_empty_strided, (size, stride, _dtype_arg(dtype), layout, device, None)),
+                      requires_grad)
+
+
+def _tri_indices(rec):
+    def tri_indices(row, col, offset=0, *, dtype=None, device=None, layout=None) -> Tensor:
+        return dispatch(rec, (row, col, offset, _dtype_arg(dtype) or D.int64, layout, _device(device), None))
+
+    tri_indices.__name__ = tri_indices.__qualname__ = rec.name
+    return tri_indices
+
+
+tril_indices = _tri_indices(_tril_indices)
+triu_indices = _tri_indices(_triu_indices)
+
+
+def _range_public(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+                  requires_grad=False, pin_memory=False) -> Tensor:
+    """Deprecated: ``end`` included; the default dtype even for integer bounds."""
+    import warnings
+
+    warnings.warn("torch.range is deprecated and will be removed in a future release because its "
+                  "behavior is inconsistent with Python's range builtin. Instead, use torch.arange, "
+                  "which produces values in [start, end).", UserWarning, stacklevel=2)
+    _check(device)  # NOTE(pytorch): torch.range ignores set_default_device (torch 2.13)
+    if end is None:
+        start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) / step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    return _grad_leaf(dispatch(_range, (start, end, step, _dtype_arg(dtype), layout, device, None)),
+                      requires_grad)
+
+
+def _window_fn(rec, *extra_names):
+    defaults = {"alpha": 0.54, "beta": 12.0 if rec.name == "kaiser_window" else 0.46}
+
+    # NOTE(pytorch): alpha and beta are positional only (torch's overloads refuse them as keywords)
+    def window(window_length, periodic=True, *args, dtype=None, layout=None, device=None,
+               requires_grad=False, pin_memory=False):
+        device = _device(device)
+        if len(args) > len(extra_names):
+            raise TypeError(f"{rec.name}() takes at most {2 + len(extra_names)} positional arguments")
+        extra = list(args) + [defaults[n] for n in extra_names[len(args):]]
+        return _grad_leaf(dispatch(rec, (window_length, periodic, *extra, _dtype_arg(dtype), layout, device,
+                                         None)), requires_grad)
+
+    window.__name__ = window.__qualname__ = rec.name
+    return window
+
+
+hann_window = _window_fn(_hann_window)
+blackman_window = _window_fn(_blackman_window)
+bartlett_window = _window_fn(_bartlett_window)
+hamming_window = _window_fn(_hamming_window, "alpha", "beta")
+kaiser_window = _window_fn(_kaiser_window, "beta")
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> Tensor:
+    """``obj`` as a tensor, sharing memory with a tensor or NumPy array unless a copy is asked
+    for or a dtype or device change needs one."""
+    from .._factories import as_tensor, tensor
+
+    if copy:
+        t = tensor(obj.detach() if isinstance(obj, Tensor) else obj, dtype=dtype, device=_device(device))
+    else:
+        t = as_tensor(obj, dtype=dtype, device=device)
+        if copy is False and isinstance(obj, (Tensor, np.ndarray)) and \
+                t.data_ptr() != (obj.data_ptr() if isinstance(obj, Tensor) else obj.__array_interface__["data"][0]):
+            raise ValueError("can't alias tensor from the given object: a copy would be needed")
+    if requires_grad and not t.requires_grad:
+        t = (t.detach() if t is obj else t).requires_grad_()
+    return t
+
+
+_range_public.__name__ = _range_public.__qualname__ = "range"
+NAMESPACES[""]["range"] = _range_public  # not a module global: factory.py calls the builtin
+for _name in ("logspace", "scalar_tensor", "asarray", "empty_strided", "tril_indices", "triu_indices",
+              "hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window"):
     NAMESPACES[""][_name] = globals()[_name]

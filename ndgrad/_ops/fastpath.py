@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _backend
+from .. import _dtype as D
 from .._tensor import Tensor, ViewInfo, grad_accumulator, refresh_view
 from ..autograd.node import SECOND_BACKWARD_MSG, _seq
 from ..autograd.saved import hooks_in_use, save_input, save_output
@@ -21,7 +22,11 @@ from ..autograd.grad_mode import state as _gs
 
 T_TENSOR = 1
 _seq_next = _seq.__next__  # a C-level call; next_sequence_nr() adds a Python frame
+# Floating and complex dtypes the fast paths compute in: bfloat16 is left to dispatch, which
+# runs it in float32 (registry._via_float32). _INEXACT (with bfloat16): does an output get a node.
 _FLOATY = frozenset(np.dtype(c) for c in "efdFD")
+_INEXACT = D.INEXACT
+_BF16 = D.BF16
 _BOOL = np.dtype(bool)
 
 
@@ -44,6 +49,7 @@ def _env(rec):
         "_rec": rec, "_T": Tensor, "_P": _fast_subclass, "_new": object.__new__, "_nd": np.ndarray, "_asarray": _backend.adopt,
         "_refresh": refresh_view, "_acc": grad_accumulator, "_seq": _seq_next, "_gs": _gs,
         "_si": save_input, "_so": save_output, "_cpu": _backend.cpu, "_meta": _backend.meta_of, "_FLOATY": _FLOATY,
+        "_INEXACT": _INEXACT, "_BF": _BF16, "_BFD": D.bfloat16,
         "_BOOL": _BOOL, "_HU": hooks_in_use, "_fwd": rec.fwd, "_Node": rec.node_cls, "_MSG": SECOND_BACKWARD_MSG,
         "_strides": elem_strides,
     }
@@ -151,11 +157,23 @@ def _plain_body(rec, env, slow):
     L += [f"    if {cond} and not _modes:"]
     L += [f"        x{i} = {params[i].name}._data" for i in tpos]
     L += [f"        tp{i} = _T" for i in tpos if i in scalar_ok]
+    # bfloat16 (an input, or dtype=bfloat16) takes the general path, which computes it in float32:
+    # ``is _BF`` tests, folded into the dtype tests already made (chain benchmark: no change).
+    # The promoted tensors' test already excludes it (_FLOATY lacks it; or the walrus below).
+    bf = D.BF16 is not None
+    checked = tens if rec.promote == 2 or len(tens) > 1 else ()
+    bf_tail = [f"x{i}.dtype is _BF" for i in tpos if i not in checked]
+    if rec.dtype_pos is not None:
+        bf_tail.append(f"{params[rec.dtype_pos].name} is _BFD")
     if len(tens) > 1:
-        same = " or ".join(f"x{i}.dtype is not x{tens[0]}.dtype" for i in tens[1:])
-        L += [f"        if {same}:", f"            {slow}"]
+        first = f"(d := x{tens[0]}.dtype) is _BF or " if bf and rec.promote == 1 else ""
+        d0 = "d" if first else f"x{tens[0]}.dtype"
+        same = " or ".join(f"x{i}.dtype is not {d0}" for i in tens[1:])
+        L += [f"        if {first}{same}:", f"            {slow}"]
     if rec.promote == 2:
         L += [f"        if x{tens[0]}.dtype not in _FLOATY:", f"            {slow}"]
+    if bf and bf_tail:
+        L += [f"        if {' or '.join(bf_tail)}:", f"            {slow}"]
     L += ["    else:"]
     G = ["if _modes:", f"    {slow}"]
     for i in tpos:
@@ -179,6 +197,13 @@ def _plain_body(rec, env, slow):
                       f"    {slow}"]
         if rec.promote == 2:
             G += ["if dt not in _FLOATY:", f"    {slow}"]
+        elif bf:
+            G += ["if dt is _BF:", f"    {slow}"]
+    rest = [f"x{i}.dtype is _BF" for i in tpos if not rec.promote or i not in rec.promote_pos]
+    if rec.dtype_pos is not None:
+        rest.append(f"{params[rec.dtype_pos].name} is _BFD")
+    if bf and rest:
+        G += [f"if {' or '.join(rest)}:", f"    {slow}"]
     L += ["        " + g for g in G]
     fargs = [f"x{i}" if i in rec.tensor_pos else params[i].name for i in range(len(params))]
     # NumPy's errors (shapes that do not broadcast) are reworded by the reference path.
@@ -193,7 +218,7 @@ def _plain_body(rec, env, slow):
 
         rg = " or ".join(f"({is_t(i)}{params[i].name}._rg)" for i in rec.diff_pos)
         # PROMOTE_FLOAT outputs are floating by construction; others may be integer (no grad).
-        floaty = "" if rec.promote == 2 else " and out.dtype in _FLOATY"
+        floaty = "" if rec.promote == 2 else " and out.dtype in _INEXACT"
         L += [f"    if ({rg}) and _gs.grad_enabled{floaty}:"]
         L += _node_lines(rec, scalar_ok, env, "        ")
     return L
@@ -212,7 +237,7 @@ def _view_body(rec, env, slow):
     p = params[0].name
     rest = [q.name for q in params[1:]]
     L = [f"    tp0 = type({p})",
-         f"    if _modes or tp0 is not _T and tp0 is not _P:", f"        {slow}",
+         "    if _modes or tp0 is not _T and tp0 is not _P:", f"        {slow}",
          f"    _vi = {p}._view",
          "    if _vi is not None:", f"        _refresh({p})",
          f"    x0 = {p}._data",
@@ -227,9 +252,9 @@ def _view_body(rec, env, slow):
          f"    if {p}._rg:",
          "        if not _gs.grad_enabled:",  # a view of a tensor requiring grad made under no_grad
          "            _cr = _NO_GRAD",
-         "            t._rg = out.dtype.kind in 'fc'"]
+         "            t._rg = out.dtype in _INEXACT"]
     if rec.node_cls is not None:
-        L += ["        elif out.dtype.kind in 'fc':"] + _node_lines(rec, set(), env, "            ")
+        L += ["        elif out.dtype in _INEXACT:"] + _node_lines(rec, set(), env, "            ")
     L.append("    t._view = _VI(_b, _ch, _vc[0], _cr)")
     return L
 

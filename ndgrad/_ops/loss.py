@@ -9,6 +9,7 @@ losses are composites of existing ops. Reductions use PyTorch's enum: 0 none, 1 
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -634,3 +635,275 @@ def _kl_samples(rng):
 
 
 defcomposite(kl_div, samples=_kl_samples, api="nn.functional.kl_div", method=False)
+
+
+# --- margin and embedding losses (composites, in PyTorch's formulation) ---
+def _zeros_where(cond, x):
+    """``x`` where ``cond`` holds, else 0 (broadcast as ``where`` broadcasts)."""
+    return OPS["where.self"].call(cond, x, x.new_zeros(()))
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    r = _reduction(reduction, size_average, reduce)
+    td = target.dim()
+    if td > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if td == 1 and (input1.dim() != 2 or input2.dim() != 2):
+        raise RuntimeError(f"1D target tensor expects 2D input tensors, but found inputs with sizes "
+                           f"{list(input1.shape)} and {list(input2.shape)}.")
+    if td == 0 and (input1.dim() != 1 or input2.dim() != 1):
+        raise RuntimeError(f"0D target tensor expects 1D input tensors, but found inputs with sizes "
+                           f"{list(input1.shape)} and {list(input2.shape)}.")
+    eps = 1e-12  # keeps a zero vector's cosine finite
+    prod = (input1 * input2).sum(td)
+    mag = ((input1 * input1).sum(td) + eps) * ((input2 * input2).sum(td) + eps)
+    cos = prod / mag.sqrt()
+    loss = _zeros_where(target == 1, 1 - cos) + _zeros_where(target == -1, (cos - margin).clamp(min=0))
+    return _reduce(loss, r)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    r = _reduction(reduction, size_average, reduce)
+    loss = _zeros_where(target != 1, (margin - input).clamp(min=0)) + _zeros_where(target != -1, input)
+    return _reduce(loss, r)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    r = _reduction(reduction, size_average, reduce)
+    if input1.dim() != input2.dim() or input1.dim() != target.dim():
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+                           f"input1: {input1.size()}, input2: {input2.size()}, target: {target.size()} ")
+    return _reduce((-target * (input1 - input2) + margin).clamp(min=0), r)
+
+
+def _not_differentiable(fn, arg, t):
+    if t is not None and t.requires_grad and _gs.grad_enabled:
+        raise RuntimeError(f"The function '{fn}' is not differentiable with respect to argument '{arg}'. This input "
+                           "cannot have requires_grad True.")
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    r = _reduction(reduction, size_average, reduce)
+    _not_differentiable("soft_margin_loss", "target", target)
+    return _reduce((-input * target).exp().log1p(), r)
+
+
+def _check_margin_input(input):
+    if not (input.dim() == 2 and input.shape[1] != 0 or input.dim() <= 1 and input.numel() > 0):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(input.shape)}")
+    return (1 if input.dim() <= 1 else input.shape[0]), (input.shape[-1] if input.dim() else 1)
+
+
+def _check_long(target):
+    if target.dtype.is_floating_point or target.dtype.itemsize != 8:
+        raise RuntimeError(f"expected scalar type Long but found {_tname(target._data)}")
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                      reduction="mean"):
+    one_hot = OPS["one_hot"].call
+    r = _reduction(reduction, size_average, reduce)
+    if p != 1 and p != 2:
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.dim() != 1:
+        raise ValueError("weight must be one-dimensional")
+    n, c = _check_margin_input(input)
+    if target.dim() > 1 or target.numel() != n:
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{n}], but got {list(target.shape)}. Input "
+                           f"has shape {list(input.shape)}.")
+    _check_long(target)
+    if weight is not None and weight.numel() != c:
+        raise RuntimeError(f"inconsistent weight size, expected {c} but got {list(weight.shape)}")
+    if weight is not None and weight.dtype != input.dtype:
+        raise RuntimeError(f"expected scalar type {_tname(input._data)} but found {_tname(weight._data)}")
+    _not_differentiable("multi_margin_loss", "weight", weight)
+    t = target.reshape(n)
+    if n and bool(((t < 0) | (t >= c)).any()):
+        raise RuntimeError("target out of range")
+    x = input.reshape(n, c)
+    # relu, not clamp: PyTorch's kernel passes no gradient where a margin term is exactly 0
+    z = (margin - x.gather(1, t.unsqueeze(1)) + x).relu()
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * weight[t].unsqueeze(1)
+    loss = z.masked_fill(one_hot(t, c).bool(), 0).sum(1) / c
+    return _reduce(loss.reshape(target.shape), r)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    one_hot = OPS["one_hot"].call
+    r = _reduction(reduction, size_average, reduce)
+    n, c = _check_margin_input(input)
+    if target.shape != input.shape:
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: {list(input.shape)}")
+    _check_long(target)
+    x, t = input.reshape(n, c), target.reshape(n, c)
+    valid = (t < 0).cumsum(1) == 0  # a sample's targets: the entries before its first negative one
+    if bool(((t < -1) | (t >= c)).any()):
+        raise RuntimeError("argument #2 'target' is out of range")
+    tc = t.clamp(min=0)
+    is_target = (one_hot(tc, c) * valid.unsqueeze(2)).sum(1) > 0  # (n, c)
+    # every (target j, non-target k) pair: max(0, 1 - (x_j - x_k)); a repeated target counts twice
+    z = (1 - x.gather(1, tc).unsqueeze(2) + x.unsqueeze(1)).relu()
+    keep = valid.unsqueeze(2) & ~is_target.unsqueeze(1)
+    loss = z.masked_fill(~keep, 0).sum((1, 2)) / c
+    return _reduce(loss.reshape(input.shape[:-1]), r)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    sp = OPS["softplus"].call
+    loss = -(target * -sp(-input) + (1 - target) * -sp(input))  # logsigmoid(x) = -softplus(-x)
+    if weight is not None:
+        loss = loss * weight
+    loss = loss.sum(input.dim() - 1) / input.shape[-1]
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    return _reduce(loss, _ENUM[reduction])
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    r = _reduction(reduction)
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:  # Stirling's approximation of log(target!), for targets above 1
+        small = target <= 1
+        t = target.masked_fill(small, 1)  # no log(0) warnings (nor torch's nan target gradient there)
+        loss = loss + (t * t.log() - t + 0.5 * (2 * np.pi * t).log()).masked_fill(small, 0)
+    return _reduce(loss, r)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    from ..autograd.grad_mode import no_grad
+    from .factory import ones_like
+
+    if isinstance(var, float):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = var * ones_like(input)
+    elif bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    if var.shape != input.shape:
+        if tuple(input.shape[:-1]) == tuple(var.shape):  # one variance per row: broadcast over the last dim
+            var = var.unsqueeze(-1)
+        elif not (input.dim() == var.dim()
+                  and sum(v for i, v in zip(input.shape, var.shape, strict=True) if i != v) == 1):
+            raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    # NOTE(pytorch): the clamp runs under no_grad on a copy, so a clamped entry's gradient is the
+    # formula's at eps, not zero
+    var = var.clone()
+    with no_grad():
+        var.clamp_(min=eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, _ENUM[reduction])
+
+
+def _margin_samples(rng):
+    def r(*s):
+        return rng.standard_normal(s)
+
+    def sign(*s):
+        return np.where(rng.uniform(size=s) > 0.5, 1.0, -1.0)
+
+    return r, sign
+
+
+def _cos_emb_samples(rng):
+    r, sign = _margin_samples(rng)
+    return [sample("mean", r(4, 3), r(4, 3), sign(4), no_grad=(2,)),
+            sample("margin_sum", r(4, 3), nc(r(4, 3)), sign(4), 0.3, reduction="sum", no_grad=(2,)),
+            sample("none_0d_pos", r(5), r(5), np.array(1.0), reduction="none", no_grad=(2,)),
+            sample("none_0d_neg", r(5), r(5), np.array(-1.0), -0.5, reduction="none", no_grad=(2,))]
+
+
+def _hinge_samples(rng):
+    r, sign = _margin_samples(rng)
+    return [sample("mean", r(3, 4), sign(3, 4), no_grad=(1,)),
+            sample("margin_sum", r(3, 4), sign(3, 4), 0.5, reduction="sum", no_grad=(1,)),
+            sample("none_bcast", nc(r(3, 4)), sign(4), reduction="none", no_grad=(1,)),
+            sample("0d", r(), np.array(-1.0), no_grad=(1,))]
+
+
+def _ranking_samples(rng):
+    r, sign = _margin_samples(rng)
+    return [sample("mean", r(5), r(5), sign(5), no_grad=(2,)),
+            sample("margin_sum", r(5), r(5), sign(5), 0.3, reduction="sum", no_grad=(2,)),
+            sample("none_2d", r(2, 3), r(2, 3), sign(2, 3), reduction="none")]
+
+
+def _soft_margin_samples(rng):
+    r, sign = _margin_samples(rng)
+    return [sample("mean", r(3, 4), sign(3, 4), no_grad=(1,)),
+            sample("none_nc", nc(r(3, 4)), sign(3, 4), reduction="none", no_grad=(1,)),
+            sample("sum_soft_target", r(5), r(5), reduction="sum", no_grad=(1,))]
+
+
+def _multi_margin_samples(rng):
+    r, _ = _margin_samples(rng)
+    t = np.array([0, 3, 2, 3])
+    return [sample("mean", r(4, 5), t), sample("p2_margin_sum", r(4, 5), t, 2, 0.5, reduction="sum"),
+            sample("weight_none", nc(r(4, 5)), t, weight=rng.uniform(0.5, 2, 5), reduction="none"),
+            sample("1d", r(5), np.array(2)), sample("1d_none_target1", r(5), np.array([4]), reduction="none")]
+
+
+def _multilabel_samples(rng):
+    r, _ = _margin_samples(rng)
+    t = np.array([[3, 0, -1, 1], [1, 2, 3, 0], [-1, 1, 2, 0]])
+    return [sample("mean", r(3, 4), t), sample("none_nc", nc(r(3, 4)), t, reduction="none"),
+            sample("sum_repeat", r(3, 4), np.array([[1, 1, -1, 0], [0, 2, -1, 3], [2, 3, 0, 1]]), reduction="sum"),
+            sample("1d", r(4), np.array([2, 0, -1, 1]))]
+
+
+def _multilabel_soft_samples(rng):
+    r, _ = _margin_samples(rng)
+
+    def t(*s):
+        return (rng.uniform(size=s) > 0.5).astype(float)
+
+    return [sample("mean", r(3, 4), t(3, 4), no_grad=(1,)),
+            sample("weight_none", r(3, 4), rng.uniform(0, 1, (3, 4)), weight=rng.uniform(0.5, 2, 4), reduction="none"),
+            sample("sum_nc", nc(r(3, 4)), t(3, 4), reduction="sum", no_grad=(1,)),
+            sample("1d", r(5), t(5), no_grad=(1,))]
+
+
+def _poisson_samples(rng):
+    r, _ = _margin_samples(rng)
+
+    def counts(*s):
+        return rng.integers(0, 6, s).astype(float)
+
+    return [sample("log_input", r(3, 4), counts(3, 4), no_grad=(1,)),
+            sample("rate_sum", rng.uniform(0.2, 3, (3, 4)), counts(3, 4), False, reduction="sum", no_grad=(1,)),
+            sample("full_none", r(3, 4), rng.uniform(1.5, 4, (3, 4)), True, True, reduction="none"),
+            sample("full_rate_counts", rng.uniform(0.2, 3, (5,)), counts(5), False, True, no_grad=(1,))]
+
+
+def _gaussian_samples(rng):
+    r, _ = _margin_samples(rng)
+
+    def v(*s):
+        return rng.uniform(0.3, 2, s)
+
+    return [sample("hetero", r(3, 4), r(3, 4), v(3, 4)),
+            sample("per_row_full_sum", r(3, 4), r(3, 4), v(3), True, reduction="sum"),
+            sample("one_dim_none", r(2, 3, 4), r(2, 3, 4), v(2, 1, 4), reduction="none"),
+            sample("float_var", r(3, 4), r(3, 4), 0.7),
+            sample("clamped", r(3), r(3), np.array([1e-8, 0.5, 1.0]), eps=1e-3, no_grad=(2,))]
+
+
+for _fn, _make in ((cosine_embedding_loss, _cos_emb_samples), (hinge_embedding_loss, _hinge_samples),
+                   (margin_ranking_loss, _ranking_samples), (soft_margin_loss, _soft_margin_samples),
+                   (multi_margin_loss, _multi_margin_samples), (multilabel_margin_loss, _multilabel_samples),
+                   (multilabel_soft_margin_loss, _multilabel_soft_samples), (poisson_nll_loss, _poisson_samples),
+                   (gaussian_nll_loss, _gaussian_samples)):
+    defcomposite(_fn, samples=_make, api="nn.functional." + _fn.__name__, method=False)

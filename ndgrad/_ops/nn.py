@@ -801,3 +801,401 @@ defcomposite(triplet_margin_loss, api="nn.functional.triplet_margin_loss", metho
     sample("mean", _r(rng)(4, 3), _r(rng)(4, 3), _r(rng)(4, 3)),
     sample("p1_swap_sum", _r(rng)(4, 3), _r(rng)(4, 3), _r(rng)(4, 3), 2.0, 1, swap=True, reduction="sum"),
     sample("none_1d", _r(rng)(3), _r(rng)(3), _r(rng)(3), 0.5, reduction="none")])
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    dims = (anchor.dim(), positive.dim(), negative.dim())
+    if len(set(dims)) != 1:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {dims[0]}D, positive {dims[1]}D, and negative {dims[2]}D "
+                           "inputs")
+    dist = pairwise_distance if distance_function is None else distance_function
+    d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        d_neg = OPS["minimum"].call(d_neg, dist(positive, negative))
+    loss = (margin + d_pos - d_neg).clamp(min=0)
+    return loss.sum() if reduction == "sum" else loss.mean() if reduction == "mean" else loss
+
+
+def _l1_distance(a, b):  # a module-level function, so both frameworks' tensors can take it
+    return (a - b).abs().sum(-1)
+
+
+defcomposite(triplet_margin_with_distance_loss, api="nn.functional.triplet_margin_with_distance_loss", method=False,
+             samples=lambda rng: [
+                 sample("mean", _r(rng)(4, 3), _r(rng)(4, 3), _r(rng)(4, 3)),
+                 sample("l1_swap_sum", _r(rng)(4, 3), _r(rng)(4, 3), _r(rng)(4, 3), distance_function=_l1_distance,
+                        margin=2.0, swap=True, reduction="sum"),
+                 sample("none_1d", _r(rng)(3), _r(rng)(3), _r(rng)(3), margin=0.5, reduction="none")])
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    denom = input.norm(p, dim, keepdim=True).clamp(min=eps).expand_as(input)
+    if out is None:
+        return input / denom
+    from .registry import NAMESPACES
+
+    return NAMESPACES[""]["div"](input, denom, out=out)
+
+
+def pdist(input, p=2):
+    if input.dim() != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    from .factory import arange
+
+    # row pairs i < j in row-major order, made by ops so that a capture records no constants
+    n = input.shape[0]
+    r = arange(n, device=input.device)
+    i, j = r.unsqueeze(1).expand(n, n), r.expand(n, n)
+    upper = i < j
+    return (input[i[upper]] - input[j[upper]]).norm(p, dim=1)
+
+
+defcomposite(normalize, api="nn.functional.normalize", method=False, samples=lambda rng: [
+    sample("dim1", _r(rng)(3, 4)), sample("p1_dim0_nc", nc(_r(rng)(3, 4)), 1.0, 0),
+    sample("eps_zero_row", np.array([[0.0, 0.0], [1.0, -2.0]]), 2.0, 1, 0.5, no_grad=(0,)),
+    sample("1d_last", _r(rng)(5), 3.0, -1)])
+defcomposite(pdist, api="nn.functional.pdist", method=False, samples=lambda rng: [
+    sample("p2", _r(rng)(4, 3)), sample("p1", _r(rng)(4, 3), 1.0), sample("p3_nc", nc(_r(rng)(3, 5)), 3.0),
+    sample("inf", _r(rng)(4, 2), float("inf")), sample("one_row", _r(rng)(1, 3))])
+
+
+# --- activations composed of other ops (the primitive ones are in pointwise) ---
+def hardshrink(input, lambd=0.5):
+    return input.masked_fill((input >= -lambd) & (input <= lambd), 0)
+
+
+def softshrink(input, lambd=0.5):
+    from .index import _tname
+
+    big = float(np.finfo(input._data.dtype).max) if input.dtype.is_floating_point else None
+    if lambd < 0 or (big is not None and lambd > big):
+        raise RuntimeError(f"lambda must be in range [0, {big:g}] for input dtype {_tname(input._data)}, but found "
+                           f"{lambd:g}")
+    # x - clamp(x): zero inside [-lambd, lambd] with gradient 0 there, as PyTorch's
+    return input - input.clamp(-lambd, lambd)
+
+
+def _rrelu_noise(input, lower, upper):
+    """PyTorch's CPU kernel draws one double in [lower, upper) per element <= 0, in memory order,
+    and slope 1 elsewhere: a float64 ``uniform_`` of that many elements draws the same numbers."""
+    from .._dtype import float64
+    from .factory import empty, ones_like
+
+    neg = input <= 0
+    noise = ones_like(input)
+    k = int(neg.sum())
+    if k:
+        noise[neg] = empty(k, dtype=float64, device=input.device).uniform_(lower, upper).to(input.dtype)
+    return noise
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    if not training:  # the mean slope
+        return OPS["leaky_relu_" if inplace else "leaky_relu"].call(input, (lower + upper) / 2)
+    out = input * _rrelu_noise(input.detach(), lower, upper)  # saves the noise only: copy_ may overwrite input
+    return input.copy_(out) if inplace else out
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return rrelu(input, lower, upper, training, True)
+
+
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    from .factory import empty_like, zeros_like
+
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    # Gumbel(0, 1) noise as -log(Exp(1)), drawn as PyTorch draws it, so a seed gives its numbers
+    noise = -empty_like(logits).exponential_().log()
+    y_soft = ((logits + noise) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    # straight-through: the one-hot forward, the soft sample's gradient
+    index = y_soft.max(dim, keepdim=True)[1]
+    y_hard = zeros_like(logits).scatter_(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+defcomposite(hardshrink, api="nn.functional.hardshrink", method="hardshrink", samples=lambda rng: [
+    sample("default", _r(rng)(3, 4)), sample("lambd_nc", nc(_r(rng)(3, 4)) * 2, 1.0),
+    sample("0d", np.array(1.3)), sample("negative_lambd", _r(rng)(5), -0.2)])
+defcomposite(softshrink, api="nn.functional.softshrink", method=False, samples=lambda rng: [
+    sample("default", _r(rng)(3, 4)), sample("lambd_nc", nc(_r(rng)(3, 4)) * 2, 1.0),
+    sample("0d", np.array(-1.3)), sample("zero", _r(rng)(5), 0.0)])
+defcomposite(rrelu, api="nn.functional.rrelu", method=False, extra={"nondeterministic": True},
+             samples=lambda rng: [
+                 sample("eval", _r(rng)(3, 4) + 0.05), sample("train", _r(rng)(3, 4) + 0.05, 0.1, 0.3, True),
+                 sample("train_nc", nc(_r(rng)(3, 4)) + 0.05, training=True), sample("equal", _r(rng)(5), 0.2, 0.2)])
+defcomposite(gumbel_softmax, api="nn.functional.gumbel_softmax", method=False, extra={"nondeterministic": True},
+             samples=lambda rng: [
+                 # (hard=True is tested by hand: a straight-through gradient fails gradcheck by design)
+                 sample("soft", _r(rng)(3, 4)), sample("tau_dim0", _r(rng)(3, 4), 0.5, dim=0)])
+
+
+# --- max unpooling: a scatter of the pooled values to their argmax positions ---
+def _unpool_output_size(input, k, s, p, output_size):
+    n = len(k)
+    default = [(input.shape[-n + d] - 1) * s[d] + k[d] - 2 * p[d] for d in range(n)]
+    if output_size is None:
+        return default
+    if len(output_size) == n + 2:
+        output_size = output_size[2:]
+    if len(output_size) != n:
+        raise ValueError(f"output_size should be a sequence containing {n} or {n + 2} elements, but it has a length "
+                         f"of '{len(output_size)}'")
+    for d in range(n):
+        lo, hi = default[d] - s[d], default[d] + s[d]
+        if not lo < output_size[d] < hi:
+            raise ValueError(f'invalid output_size "{output_size}" (dim {d} must be between {lo} and {hi})')
+    return list(output_size)
+
+
+def _max_unpool_nd(input, indices, n, kernel_size, stride, padding, output_size):
+    k = _ntup(kernel_size, n)
+    s = k if stride is None else _ntup(stride, n)
+    size = _unpool_output_size(input, k, s, _ntup(padding, n), output_size)
+    if n == 1:  # PyTorch runs the 2-d kernel on a width-1 plane: its messages say so
+        size, input, indices = size + [1], input.unsqueeze(-1), indices.unsqueeze(-1)
+        n = 2
+    if indices.dtype.is_floating_point or indices.dtype.itemsize != 8:
+        from .index import _tname
+
+        raise RuntimeError(f"elements in indices should be type int64 but got: {_tname(indices._data)}")
+    if indices.shape != input.shape:
+        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor ({list(input.shape)}) "
+                           f"but got indices tensor with shape: {list(indices.shape)}")
+    if input.dim() not in (n + 1, n + 2):
+        raise RuntimeError(f"Input to max_unpooling{n}d should be a {n + 1}d or {n + 2}d Tensor, but got a tensor "
+                           f"with {input.dim()} dimensions.")
+    lead, plane = tuple(input.shape[:-n]), math.prod(size)
+    flat = indices.flatten(-n) if n > 1 else indices
+    bad = (flat < 0) | (flat >= plane)
+    if bool(bad.any()):
+        raise RuntimeError(f"Found an invalid max index: {int(flat[bad][-1])} (output volumes are of size "
+                           f"{'x'.join(map(str, size))})")
+    out = input.new_zeros(lead + (plane,)).scatter(-1, flat, input.flatten(-n))
+    return out.reshape(lead + tuple(size))
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool_nd(input, indices, 1, kernel_size, stride, padding, output_size).squeeze(-1)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool_nd(input, indices, 2, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool_nd(input, indices, 3, kernel_size, stride, padding, output_size)
+
+
+def _pooled(rng, shape, k):
+    """A max-pooled array and its indices (no ties, so PyTorch's argmax is NumPy's)."""
+    from .._factories import as_tensor
+
+    x = as_tensor(rng.permutation(math.prod(shape)).reshape(shape).astype(np.float64))
+    pool = {3: max_pool1d, 4: OPS["max_pool2d"].call, 5: max_pool3d}[len(shape)]
+    v, i = pool(x, k, return_indices=True)
+    return rng.standard_normal(v.shape), i.numpy()
+
+
+defcomposite(max_unpool1d, api="nn.functional.max_unpool1d", method=False, samples=lambda rng: [
+    sample("k2", *_pooled(rng, (2, 3, 6), 2), 2), sample("out_size", *_pooled(rng, (1, 2, 7), 2), 2, 2, 0, (7,))])
+defcomposite(max_unpool2d, api="nn.functional.max_unpool2d", method=False, samples=lambda rng: [
+    sample("k2", *_pooled(rng, (2, 2, 4, 4), 2), 2),
+    sample("out_size_nc", *_pooled(rng, (1, 2, 5, 5), 2), (2, 2), None, 0, (1, 2, 5, 5))])
+defcomposite(max_unpool3d, api="nn.functional.max_unpool3d", method=False, samples=lambda rng: [
+    sample("k2", *_pooled(rng, (1, 2, 4, 4, 4), 2), 2)])
+
+
+# --- affine grids and grid sampling ---
+_ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to align_corners=False since 1.3.0. "
+                  "Please specify align_corners=True if the old behavior is desired. See the documentation of "
+                  "grid_sample for details.")
+
+
+def _base_coords(n, align_corners, like):
+    """Pixel centres (or corners) of an axis of ``n`` in [-1, 1], built from ops."""
+    from .factory import linspace
+
+    c = linspace(-1, 1, n, dtype=like.dtype, device=like.device)
+    if n <= 1:
+        return c * 0
+    return c if align_corners else c * ((n - 1) / n)
+
+
+def affine_grid(theta, size, align_corners=None):
+    if align_corners is None:
+        warnings.warn(_ALIGN_WARNING, stacklevel=2)
+        align_corners = False
+    if not theta.is_floating_point():
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    size = list(size) if not isinstance(size, tuple) else size
+    if len(size) == 4:
+        if theta.dim() != 3 or theta.shape[-2] != 2 or theta.shape[-1] != 3:
+            raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {size}. Got "
+                             f"{theta.shape}.")
+        spatial = size[-2:]
+    elif len(size) == 5:
+        if theta.dim() != 3 or theta.shape[-2] != 3 or theta.shape[-1] != 4:
+            raise ValueError(f"Expected a batch of 3D affine matrices of shape Nx3x4 for size {size}. Got "
+                             f"{theta.shape}.")
+        spatial = size[-3:]
+    else:
+        raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
+                                  f"respectively. Got size {size}.")
+    if align_corners and min(spatial) == 1:
+        warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
+                      "align_corners=True. This is not an intended use case of affine_grid. See the documentation "
+                      "of affine_grid for details.", stacklevel=2)
+    elif min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    n = len(spatial)
+    # homogeneous coordinates (x, y[, z], 1) of every output position, x along the last dim
+    axes = [_base_coords(s, align_corners, theta) for s in spatial]
+    parts = []
+    for c in range(n):
+        d = n - 1 - c  # x is the last spatial dim
+        shape = [1] * n
+        shape[d] = spatial[d]
+        parts.append(axes[d].reshape(shape).expand(*spatial))
+    parts.append(OPS["ones_like"].call(parts[0]))
+    base = OPS["stack"].call(parts, -1).reshape(1, -1, n + 1)
+    grid = base.matmul(theta.transpose(1, 2))
+    return grid.reshape([size[0]] + list(spatial) + [n])
+
+
+def _inside(c, hi):
+    """``c`` clipped to [0, hi] with no gradient at or past the borders (PyTorch treats the
+    borders as outside for the gradient)."""
+    keep = (c > 0) & (c < hi)
+    return OPS["where.self"].call(keep, c, c.detach().clamp(0, hi))
+
+
+def _reflect(c, lo2, hi2):
+    """``c`` reflected into [lo2 / 2, hi2 / 2] (bounds doubled, so they stay integers)."""
+    if lo2 == hi2:
+        return c * 0
+    lo, span = lo2 / 2, (hi2 - lo2) / 2
+    d = c - lo
+    d = OPS["where.self"].call(d < 0, -d, d)  # gradient -1 below, +1 from lo up (PyTorch's sign)
+    extra = d.fmod(span)
+    even = (d / span).floor().fmod(2) == 0
+    return OPS["where.self"].call(even, extra + lo, span - extra + lo)
+
+
+def _source_index(coord, size, padding_mode, align_corners):
+    c = (coord + 1) / 2 * (size - 1) if align_corners else ((coord + 1) * size - 1) / 2
+    if padding_mode == "border":
+        c = _inside(c, size - 1)
+    elif padding_mode == "reflection":
+        c = _reflect(c, 0, 2 * (size - 1)) if align_corners else _reflect(c, -1, 2 * size - 1)
+        c = _inside(c, size - 1)
+    return c
+
+
+def _check_grid_sample(input, grid, mode):
+    from .index import _tname
+
+    if input.dtype != grid.dtype:
+        raise RuntimeError(f"expected scalar type {_tname(input._data)} but found {_tname(grid._data)}")
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
+                           f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.shape[-1] != input.dim() - 2:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.dim() - 2} in last dimension, but got "
+                           f"grid with sizes {list(grid.shape)}")
+    if input.dim() not in (4, 5) or input.dim() != grid.dim():
+        raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number of dimensions, but "
+                           f"got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    for d in range(2, input.dim()):
+        if input.shape[d] == 0:
+            raise RuntimeError(f"grid_sampler(): expected input to have non-empty spatial dimensions, but input has "
+                               f"sizes {list(input.shape)} with dimension {d} being empty")
+    if mode == "bicubic":
+        if input.dim() != 4:
+            raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+        raise NotImplementedError("grid_sample: mode='bicubic' is not implemented in ndgrad")
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """Sampling at ``grid``'s points as a gather of the 2**n neighbours (or the nearest one) of
+    each point; the gradients come from the gather (``input``) and the weights (``grid``)."""
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
+                         f"but got: '{mode}'")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+                         f"'reflection', but got: '{padding_mode}'")
+    if align_corners is None:
+        warnings.warn(_ALIGN_WARNING, stacklevel=2)
+        align_corners = False
+    _check_grid_sample(input, grid, mode)
+    N, C, *spatial = input.shape
+    n = len(spatial)
+    out_spatial = tuple(grid.shape[1:-1])
+    # grid[..., 0] indexes the last spatial dim: coords[d] is the source index along dim d
+    src = grid.detach() if mode == "nearest" else grid  # nearest: no gradient through the positions
+    coords = [_source_index(src[..., n - 1 - d], spatial[d], padding_mode, align_corners) for d in range(n)]
+    flat = input.reshape(N, C, -1)
+    strides = [math.prod(spatial[d + 1:]) for d in range(n)]
+
+    def tap(idx, weight):  # input at integer positions idx (zero outside), times weight
+        ok = None
+        lin = None
+        for d in range(n):
+            o = (idx[d] >= 0) & (idx[d] <= spatial[d] - 1)
+            ok = o if ok is None else ok & o
+            term = idx[d].clamp(0, spatial[d] - 1).long() * strides[d]
+            lin = term if lin is None else lin + term
+        lin = lin.reshape(N, 1, -1).expand(N, C, lin[0].numel())
+        vals = flat.gather(2, lin)
+        w = OPS["where.self"].call(ok, weight, weight.new_zeros(()))
+        return vals * w.reshape(N, 1, -1)
+
+    if mode == "nearest":  # weight 1 as 0 * x + 1: PyTorch gives the grid a zero gradient, not none
+        out = tap([c.round() for c in coords], grid[..., 0] * 0 + 1)
+    else:
+        lo = [c.detach().floor() for c in coords]
+        frac = [c - f for c, f in zip(coords, lo, strict=True)]
+        out = None
+        for corner in range(2 ** n):
+            idx, w = [], None
+            for d in range(n):
+                up = corner >> (n - 1 - d) & 1
+                idx.append(lo[d] + up)
+                f = frac[d] if up else 1 - frac[d]
+                w = f if w is None else w * f
+            t = tap(idx, w)
+            out = t if out is None else out + t
+    return out.reshape((N, C) + out_spatial)
+
+
+defcomposite(affine_grid, api="nn.functional.affine_grid", method=False, samples=lambda rng: [
+    sample("2d", _r(rng)(2, 2, 3), (2, 3, 4, 5), False), sample("2d_align", _r(rng)(1, 2, 3), [1, 2, 3, 3], True),
+    sample("3d", _r(rng)(2, 3, 4), (2, 1, 3, 2, 4), False), sample("unit_size", _r(rng)(1, 2, 3), (1, 1, 1, 3), False)])
+
+
+def _grid(rng, *shape):
+    return rng.uniform(-1.2, 1.2, shape)
+
+
+defcomposite(grid_sample, api="nn.functional.grid_sample", method=False, samples=lambda rng: [
+    sample(f"{mode}_{pad}_{'ac' if ac else 'noac'}", _r(rng)(2, 2, 4, 5), _grid(rng, 2, 3, 3, 2), mode, pad, ac)
+    for mode in ("bilinear", "nearest") for pad in ("zeros", "border", "reflection") for ac in (False, True)] + [
+    sample("3d_bilinear_reflection", _r(rng)(1, 2, 3, 4, 3), _grid(rng, 1, 2, 3, 2, 3), "bilinear", "reflection",
+           False),
+    sample("3d_nearest_border", _r(rng)(1, 1, 3, 3, 4), _grid(rng, 1, 2, 2, 2, 3), "nearest", "border", True),
+    sample("nc_width1", nc(_r(rng)(1, 2, 3, 1)), _grid(rng, 1, 2, 2, 2), "bilinear", "reflection", True)])

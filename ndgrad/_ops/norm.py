@@ -185,7 +185,10 @@ layer_norm = defop("layer_norm(Tensor input, int[] normalized_shape, Tensor? wei
 
 # --- rms_norm ---
 def _rms_eps(dtype, eps):
-    return float(np.finfo(dtype).eps) if eps is None else eps
+    if eps is not None:
+        return eps
+    # NOTE(pytorch): half and bfloat16 take float32's eps, the type their kernels compute in
+    return float(np.finfo(np.float32 if np.dtype(dtype).itemsize == 2 else dtype).eps)
 
 
 def _rms_norm(x, normalized_shape, weight, eps):

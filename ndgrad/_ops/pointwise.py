@@ -120,7 +120,10 @@ defop("mul.Tensor(Tensor self, Tensor other) -> Tensor", "multiply",
 def _div(x, y, rounding_mode):
     if rounding_mode is None:
         if np.result_type(x, y).kind not in "fc":  # true division of integers: default float
-            return np.true_divide(x, y, dtype=D._default[0].np)
+            dt = D._default[0].np
+            if dt is D.BF16:  # NumPy has no integer-to-bfloat16 division loop
+                return np.true_divide(x, y, dtype=np.float32).astype(dt)
+            return np.true_divide(x, y, dtype=dt)
         return np.true_divide(x, y)
     if rounding_mode == "trunc":
         q = np.true_divide(x, y) if np.result_type(x, y).kind in "fc" else None
@@ -705,14 +708,19 @@ Tensor.clip, Tensor.clip_ = OPS["clamp"].call, OPS["clamp_"].call
 
 
 def _nan_to_num(x, nan, posinf, neginf):
-    if x.dtype.kind not in "fc":
+    if x.dtype not in D.INEXACT:
         return x.copy()
+    if x.dtype is D.BF16:  # NumPy's would pass it through; None: bfloat16's extremes, not float32's
+        big = float(D.np_finfo(x.dtype).max)
+        return _nan_to_num(x.astype(np.float32), nan, big if posinf is None else posinf,
+                           -big if neginf is None else neginf).astype(x.dtype)
     return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)  # None: the dtype's extremes
 
 
 defop("nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor",
       lambda x, nan, posinf, neginf: _nan_to_num(x, 0.0 if nan is None else nan, posinf, neginf),
       {"self": lambda grad, self: grad * self.isfinite()}, jvp="elementwise", inplace="nan_to_num_",
+      extra={"bfloat16_native": True},
       samples=lambda rng: [
           sample("special", np.array([np.nan, np.inf, -np.inf, 1.5, -0.25])),
           sample("values", np.array([[np.nan, 2.0], [np.inf, -np.inf]]), 1.0, 9.0, -9.0),

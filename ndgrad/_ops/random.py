@@ -35,6 +35,8 @@ _CTYPE = {np.dtype(k): v for k, v in (  # C++ type names PyTorch's messages use
     ("float64", "double"), ("complex64", "c10::complex<float>"),
     ("complex128", "c10::complex<double>"))}
 _DIGITS = {np.dtype("float16"): 11, np.dtype("float32"): 24, np.dtype("float64"): 53}
+if D.BF16 is not None:  # these ops draw in bfloat16 itself (registry._via_float32 leaves them)
+    _CTYPE[D.BF16], _DIGITS[D.BF16] = "c10::BFloat16", 8
 
 
 def _g(v) -> str:
@@ -47,7 +49,7 @@ def _not_impl(kernel: str, dt) -> NotImplementedError:
 
 
 def _continuous(name: str, dt, key=D.SHORT_NAMES) -> None:
-    if dt.kind != "f":
+    if dt not in D.FLOATING:
         raise RuntimeError(f"{name} distribution is a continuous probability distribution. dtype "
                            f"must be a floating point but you specified {key[dt]}")
 
@@ -90,17 +92,18 @@ def _shaped(draw, x):
 
 def _uniform(x, from_, to, generator):
     dt = x.dtype
-    if dt.kind not in "fc":
+    if dt not in D.INEXACT:
         raise _not_impl("check_uniform_bounds", dt)
-    top = float(np.finfo(dt).max)
+    real = D._FROM_NP[dt].to_real().np
+    top = float(D.np_finfo(real).max)
     for name, v in (("from", from_), ("to", to)):
         if not -top <= v <= top:
-            raise RuntimeError(f"{name} is out of bounds for {_CTYPE[np.dtype(dt.char.lower())]}")
+            raise RuntimeError(f"{name} is out of bounds for {_CTYPE[real]}")
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={_g(from_)} > to={_g(to)}")
     if to - from_ > top:
         raise RuntimeError(
-            f"uniform_ expects to-from <= std::numeric_limits<{D.SHORT_NAMES[np.dtype(dt.char.lower())]}>::max(), "
+            f"uniform_ expects to-from <= std::numeric_limits<{D.SHORT_NAMES[real]}>::max(), "
             f"but found to={_g(to)} and from={_g(from_)} which result in to-from to exceed the limit")
     g = _gen_of(generator, x, "uniform_")
     return _place(_shaped(lambda n, d: _random.uniform(g, n, d, from_, to), x), x)
@@ -114,7 +117,7 @@ def _normal_values(x, mean, std, g):
 
 
 def _normal_(x, mean, std, generator):
-    if x.dtype.kind not in "fc":
+    if x.dtype not in D.INEXACT:
         raise _not_impl("normal_kernel_cpu", x.dtype)
     if not std >= 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
@@ -137,7 +140,7 @@ _P_IN = ("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could thi
 def _bernoulli_draw(x, p, g):
     """0/1 in ``x``'s dtype with probabilities ``p`` (an array broadcast to ``x``'s shape)."""
     p = _host(p)
-    if p.dtype.kind not in "f":
+    if p.dtype not in D.FLOATING:
         raise _not_impl("bernoulli_tensor_cpu_p_", p.dtype)
     if not ((p >= 0) & (p <= 1)).all():
         raise RuntimeError(_P_IN)
@@ -184,7 +187,7 @@ def _geometric(x, p, generator):
 
 
 def _log_normal(x, mean, std, generator):
-    if x.dtype.kind != "f":
+    if x.dtype not in D.FLOATING:
         raise _not_impl("log_normal_cpu", x.dtype)
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={_g(std)}")
@@ -203,7 +206,7 @@ def _cauchy(x, median, sigma, generator):
 def _random_bounds(dt):
     """The values ``random_()`` draws from by default: [0, 2**digits] for floats (every integer
     there is exact), [0, max] for integers."""
-    if dt.kind == "f":
+    if dt in D.FLOATING:
         return 2 ** _DIGITS[dt]
     return 1 if dt.kind == "b" else int(np.iinfo(dt).max)
 
@@ -218,7 +221,7 @@ def _random_ints(x, from_, to, generator):
     hi = _random_bounds(dt) if to is None else to - 1
     if to is not None and from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-    if dt.kind == "f":
+    if dt in D.FLOATING:
         lim = 2 ** _DIGITS[dt]
         for name, v in (("from", from_), ("to - 1", hi)):
             if not -lim <= v <= lim:
@@ -331,7 +334,7 @@ Tensor.bernoulli_ = bernoulli_
 
 # --- sampling functions ---
 def _normal_tt(mean, std, generator):
-    if mean.dtype.kind not in "fc":
+    if mean.dtype not in D.INEXACT:
         raise _not_impl("normal_kernel_cpu", mean.dtype)
     if not (_host(std) >= 0).all():
         raise RuntimeError("normal expects all elements of std >= 0.0")
@@ -341,7 +344,7 @@ def _normal_tt(mean, std, generator):
 
 
 def _normal_tf(mean, std, generator):
-    if mean.dtype.kind not in "fc":
+    if mean.dtype not in D.INEXACT:
         raise _not_impl("normal_kernel_cpu", mean.dtype)
     if not std >= 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
@@ -349,7 +352,7 @@ def _normal_tf(mean, std, generator):
 
 
 def _normal_ft(mean, std, generator):
-    if std.dtype.kind not in "fc":
+    if std.dtype not in D.INEXACT:
         raise _not_impl("normal_kernel_cpu", std.dtype)
     if not (_host(std) >= 0).all():
         raise RuntimeError("normal expects all elements of std >= 0.0")
@@ -381,7 +384,7 @@ _NORMAL_SIGS = (
 
 def _normal_floats(mean, std, size, generator, dtype, layout, device, pin):
     dt = _dt(dtype)
-    if dt.kind not in "fc":
+    if dt not in D.INEXACT:
         raise _not_impl("normal_kernel_cpu", dt)
     if not std >= 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
@@ -435,7 +438,7 @@ def bernoulli(input, p=None, *, generator=None, out=None) -> Tensor:
 
 
 def _poisson(x, generator):
-    if x.dtype.kind != "f":
+    if x.dtype not in D.FLOATING:
         raise _not_impl("poisson_cpu", x.dtype)
     rate = _host(x)
     if not (rate >= 0).all():
@@ -490,7 +493,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
 def _multinomial_array(x, num_samples, replacement, generator):
     if x.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
-    if x.dtype.kind != "f":
+    if x.dtype not in D.FLOATING:
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {D.SHORT_NAMES[x.dtype]}")
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
@@ -532,7 +535,7 @@ def _keep(x, p, shape):
     NOTE(pytorch): F.dropout then multiplies by zero, whatever the dtype."""
     if p == 1:
         return _backend.namespace_of(x).zeros(shape, bool)
-    if x.dtype.kind not in "fc":
+    if x.dtype not in D.INEXACT:
         raise RuntimeError(f"result type Float can't be cast to the desired output type {D.SHORT_NAMES[x.dtype]}")
     g = _gen_of(None, x, "dropout")
     # NOTE(pytorch): CPU dropout draws its mask as ``bernoulli_(1 - p)``

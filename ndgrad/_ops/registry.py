@@ -160,7 +160,7 @@ class OpRecord:
         "mutates", "multi_out", "tensor_pos", "diff_pos", "has_list", "node_cls", "save_plan",
         "arg_plan", "vjp_plan", "uses_needs", "n_saved", "jvp", "samples", "call", "composite",
         "outplace", "api", "method", "kind", "out_names", "torch", "tolerance", "differentiable",
-        "gradcheck", "extra", "promote_pos", "save_need",
+        "gradcheck", "extra", "promote_pos", "save_need", "dtype_pos",
     )
 
     # --- PyTorch's OpOverload: a dispatch mode's ``func`` is the record itself ---
@@ -264,6 +264,8 @@ def defop(
     rec.promote_pos = (
         tuple(pnames.index(a) for a in promote_args) if promote_args is not None else rec.tensor_pos
     )
+    # a ``dtype=`` argument: bfloat16 there computes in float32 too (_via_float32)
+    rec.dtype_pos = pnames.index("dtype") if "dtype" in pnames else None
     rec.jvp, rec.samples, rec.composite, rec.outplace = jvp, samples, None, None
     rec.api = api if api is not None else name
     rec.method = name if method is True else (method or None)
@@ -307,7 +309,8 @@ def definplace(rec: OpRecord, name: str) -> OpRecord:
     ip.method = name
     # Its own extras: the outplace op's generated fast paths and overload packet are not its own;
     # what the op is (a device copy, a random draw) is.
-    ip.extra = {k: v for k, v in rec.extra.items() if k in ("cross_device", "nondeterministic")}
+    ip.extra = {k: v for k, v in rec.extra.items()
+                if k in ("cross_device", "nondeterministic", "bfloat16_native")}
     ip.call = _make_public(ip)
     OPS[name] = ip
     _overload.register(ip)
@@ -383,7 +386,7 @@ _OUT_DTYPE = {"sum": "any", "prod": "any", "cumsum": "any", "cumprod": "any",
 _C10_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
               "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
               "bool": "bool", "complex64": "c10::complex<float>",
-              "complex128": "c10::complex<double>"}
+              "complex128": "c10::complex<double>", "bfloat16": "c10::BFloat16"}
 
 
 def _check_out_dtype(name, rule, src, dst) -> None:
@@ -633,6 +636,9 @@ def _apply_with_lists(node, rec, grads, S, A, N):
 
 # --- dispatch ---
 _KIND = {d.np: d.kind for d in D.ALL}
+_INEXACT = D.INEXACT
+_BF16, _F32 = D.BF16, np.dtype(np.float32)
+_BF16_DTYPE = D.bfloat16 if D.bfloat16 is not None else object()  # never a dtype= argument
 
 
 def _scalar_kind(x) -> int:
@@ -668,7 +674,7 @@ def _promote(rec, args, xs) -> None:
         dt = first
     else:
         dt = D.result_type([args[i] for i in rec.promote_pos]).np
-    if rec.promote == PROMOTE_FLOAT and dt.kind not in "fc":
+    if rec.promote == PROMOTE_FLOAT and dt not in _INEXACT:
         dt = D._default[0].np
     if not same or dt is not first:
         for i in rec.promote_pos:
@@ -676,24 +682,29 @@ def _promote(rec, args, xs) -> None:
             arr = type(a) is _ndarray or type(a) in _device_arrays
             if arr and a.dtype != dt:
                 xs[i] = a.astype(dt)
-            elif a is not None and not arr and type(a) is not list and dt.kind not in "fc":
+            elif a is not None and not arr and type(a) is not list and dt not in _INEXACT:
                 if dt.kind == "b":
                     xs[i] = bool(a)
+    return dt
 
 
 def _unwrap(rec, args):
-    """Replace tensors by arrays; return (arrays, whether any tensor requires grad)."""
+    """Replace tensors by arrays; return (arrays, whether any tensor requires grad, whether any
+    is bfloat16: asked of an op without promotion; ``_promote``'s dtype tells for the others)."""
     xs = list(args)
-    rg = False
+    rg = bf = False
+    scan = not rec.promote
     params = rec.params
     for i in rec.tensor_pos:
         a = xs[i]
         if isinstance(a, Tensor):
             if a._view is not None:
                 refresh_view(a)
-            xs[i] = a._data
+            xs[i] = d = a._data
             if a._rg:
                 rg = True
+            if scan and d.dtype is _BF16:
+                bf = True
         else:
             code = params[i].code
             if code == T_TENSOR_LIST:
@@ -705,6 +716,8 @@ def _unwrap(rec, args):
                         lst.append(t._data)
                         if t._rg:
                             rg = True
+                        if scan and t._data.dtype is _BF16:
+                            bf = True
                     else:
                         lst.append(t)
                 xs[i] = lst
@@ -718,7 +731,7 @@ def _unwrap(rec, args):
                     raise TypeError(
                         f"{rec.name}(): argument '{params[i].name}' (position {i + 1}) must be Tensor, not {type(a).__name__}"
                     )
-    return xs, rg
+    return xs, rg, bf
 
 
 def dispatch(rec: OpRecord, args: tuple):
@@ -738,7 +751,7 @@ def dispatch(rec: OpRecord, args: tuple):
     if type(out) is not _ndarray:
         out = _asarray(out)
     t = _make(out, None, 0, None)
-    if rg and rec.node_cls is not None and _gs.grad_enabled and out.dtype.kind in "fc":
+    if rg and rec.node_cls is not None and _gs.grad_enabled and out.dtype in _INEXACT:
         _record(rec, args, (t,))
     return t
 
@@ -792,9 +805,11 @@ _gm.inference_marker = _InferenceMarker()
 
 def _forward(rec, fwd, args):
     """Unwrap, promote and run the forward on arrays; returns (result, any input requires grad)."""
-    xs, rg = _unwrap(rec, args)
-    if rec.promote:
-        _promote(rec, args, xs)
+    xs, rg, bf = _unwrap(rec, args)
+    if rec.promote and _promote(rec, args, xs) is _BF16:  # integers, a bfloat16 default dtype
+        bf = True
+    if bf or rec.dtype_pos is not None and args[rec.dtype_pos] is _BF16_DTYPE:
+        fwd = _via_float32(rec, fwd, args, xs)
     try:
         res = fwd(*xs)
     except ValueError:
@@ -807,6 +822,69 @@ def _forward(rec, fwd, args):
     if type(res) is not _ndarray and type(res) in _device_arrays:
         _unify_devices(rec, xs)  # NumPy subclasses (the stream-log device) mix without complaint
     return res, rg
+
+
+def _as_f32(a):
+    return a.astype(_F32) if getattr(a, "dtype", None) is _BF16 else a
+
+
+def _as_bf16(a):
+    return a.astype(_BF16) if getattr(a, "dtype", None) is _F32 else a
+
+
+# NOTE(pytorch): a number operand of a bfloat16 op is cast to bfloat16 first (TensorIterator's
+# common dtype), except by mul and div, whose CPU kernels read a scalar operand (a number or a 0-d
+# tensor) as float32, and by lerp, whose weight is a Scalar argument there
+_SCALAR_IN_FLOAT32 = frozenset({"mul", "div", "lerp"})
+
+
+def _via_float32(rec, fwd, args, xs):
+    """``fwd`` as PyTorch's CPU kernels run bfloat16: on float32 copies of the bfloat16 inputs
+    (``xs`` changed in place), each float32 result rounded once to bfloat16. NumPy has few
+    bfloat16 loops of its own (matmul and clip answer float32, einsum refuses it, a sum would
+    accumulate in bfloat16), and no forward needs to know about it. With another floating dtype
+    among the inputs (which PyTorch mostly refuses) ``fwd`` gets the arrays as they are, and so
+    do random ops (PyTorch draws bfloat16 as its half types, which ``_random`` replays) and
+    forwards marked ``extra={"bfloat16_native": True}`` (a constant of the dtype: nan_to_num's)."""
+    if rec.extra.get("nondeterministic") or rec.extra.get("bfloat16_native"):
+        return fwd
+    bf = other = False
+    for i in rec.tensor_pos:
+        a = xs[i]
+        for b in a if type(a) is list else (a,):
+            d = getattr(b, "dtype", None)
+            if d is _BF16:
+                bf = True
+            elif d in _INEXACT:
+                other = True
+    asked = rec.dtype_pos is not None and args[rec.dtype_pos] is _BF16_DTYPE
+    if bf and other or not (bf or asked):
+        return fwd  # mixed, or a bfloat16 input promoted away
+    for i in rec.tensor_pos:
+        a = xs[i]
+        xs[i] = [_as_f32(b) for b in a] if type(a) is list else _as_f32(a)
+    if bf and rec.promote:
+        if (rec.outplace or rec).name.split(".")[0] not in _SCALAR_IN_FLOAT32:
+            for i in rec.promote_pos:
+                if type(xs[i]) is float or type(xs[i]) is int:
+                    xs[i] = float(_BF16.type(xs[i]))
+        elif len(rec.promote_pos) == 2:  # the other operand as it was, not cast for the result
+            o = args[rec.promote_pos[1]]
+            if isinstance(o, Tensor) and o._data.ndim == 0 and type(o._data) is _ndarray:
+                xs[rec.promote_pos[1]] = o._data.astype(_F32)
+    p = rec.dtype_pos
+    if p is not None and args[p] is not None:
+        if args[p] is not _BF16_DTYPE:
+            return fwd  # a float32 result is what was asked for
+        xs[p] = D.float32
+
+    def run(*xs):
+        res = fwd(*xs)
+        if type(res) is tuple or type(res) is list:
+            return type(res)(_as_bf16(o) for o in res)
+        return _as_bf16(res)
+
+    return run
 
 
 def _unify_devices(rec, xs) -> bool:
@@ -968,7 +1046,7 @@ def _attach(rec, node, outs) -> None:
     for nr, o in enumerate(outs):
         d = o._data
         meta += (d.shape, d.dtype, None, None) if type(d) is _ndarray else _backend.meta_of(d)
-        if d.dtype.kind in "fc":
+        if d.dtype in _INEXACT:
             o._grad_fn = node
             o._output_nr = nr
             o._rg = True
@@ -986,7 +1064,7 @@ _DEFAULT, _MULTI, _NO_GRAD, _IN_CUSTOM, _INFERENCE = (
 
 
 def _run_view(rec, args):
-    xs, rg = _unwrap(rec, args)
+    xs, rg, _ = _unwrap(rec, args)
     out = rec.fwd(*xs)
     self = args[0]
     vc = self._vc
@@ -1011,7 +1089,7 @@ def _run_view(rec, args):
         _record(rec, args, outs)
     elif rg:
         for o in outs:
-            if o._data.dtype.kind in "fc":
+            if o._data.dtype in _INEXACT:
                 o._rg = True
     return outs if rec.multi_out else outs[0]
 
@@ -1076,7 +1154,7 @@ def _run_inplace(rec, args):
         raise RuntimeError(
             "unsupported operation: more than one element of the written-to tensor refers to a single "
             "memory location. Please clone() the tensor before performing the operation.")
-    recording = rg and grad_on and base_rec.node_cls is not None and dst.dtype.kind in "fc"
+    recording = rg and grad_on and base_rec.node_cls is not None and dst.dtype in _INEXACT
     if recording:
         # A formula reading self needs it as it was before the write.
         node = _new_node(base_rec, args, _copy_of_self if ("in", 0) in base_rec.save_plan else None)

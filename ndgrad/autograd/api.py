@@ -6,6 +6,7 @@ the work. It also attaches ``Tensor.backward`` (the tensor layer sits below the 
 
 from __future__ import annotations
 
+from .._dtype import FLOATING
 from .._ops.factory import ones_like
 from .._tensor import Size, Tensor
 from .engine import run_backward
@@ -50,7 +51,7 @@ def _make_grads(outputs, grads, is_grads_batched=False):
             if o.requires_grad:
                 if o._data.size != 1:
                     raise RuntimeError("grad can be implicitly created only for scalar outputs")
-                if o._data.dtype.kind != "f":
+                if o._data.dtype not in FLOATING:
                     raise RuntimeError(
                         f"grad can be implicitly created only for real scalar outputs but got {o.dtype}"
                     )

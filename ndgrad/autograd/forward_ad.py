@@ -27,6 +27,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import _backend
+from .._dtype import INEXACT
 from .._tensor import AutogradMeta as _Meta
 from .._tensor import Tensor
 from . import dispatch_mode
@@ -268,7 +269,7 @@ def _list_tangents(a):
 
 
 def _floating(o) -> bool:
-    return isinstance(o, Tensor) and o._data.dtype.kind in "fc"
+    return isinstance(o, Tensor) and o._data.dtype in INEXACT
 
 
 def _zeros(t):
@@ -496,7 +497,7 @@ class _ForwardADMode(dispatch_mode.TorchDispatchMode):
             finally:
                 loc.disabled = False
             if not multi:  # one output: _fit and _store inlined for the common cases
-                if out._data.dtype.kind not in "fc":
+                if out._data.dtype not in INEXACT:
                     return out
                 if res is None:  # no term: a zero tangent, as the output is dual
                     res = _zeros(out)
@@ -520,7 +521,7 @@ class _ForwardADMode(dispatch_mode.TorchDispatchMode):
                 res = (res,)
         view = rec.kind == "view"
         for o, g in zip(outs, res):
-            if isinstance(o, Tensor) and o._data.dtype.kind in "fc":
+            if isinstance(o, Tensor) and o._data.dtype in INEXACT:
                 if view:
                     _store(o, g)  # the same view of the tangent
                 else:

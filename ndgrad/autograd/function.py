@@ -14,10 +14,9 @@ import functools
 import inspect
 import warnings
 
-import numpy as np
 
 from .. import _backend
-from .._dtype import _FROM_NP
+from .._dtype import _FROM_NP, INEXACT
 from .._ops.factory import zeros as _zeros
 from .._tensor import Tensor, ViewInfo, gradient_edge, refresh_view
 from .anomaly_mode import annotate
@@ -288,7 +287,7 @@ def _wrap_outputs(ctx, args, is_tensor, outputs, executable):
         oid = id(o)
         is_input = oid in input_ids
         is_dirty = oid in dirty_ids
-        diff = executable and oid not in nondiff_ids and a.dtype.kind in "fc"
+        diff = executable and oid not in nondiff_ids and a.dtype in INEXACT
         meta += _backend.meta_of(a) if diff else _NO_META
         if not diff:
             if not o._rg:

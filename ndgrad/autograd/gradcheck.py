@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dtype import INEXACT
 from .._tensor import Tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
@@ -23,7 +24,7 @@ def _as_tuple(x):
 
 
 def _diff_outputs(outputs):
-    return [o for o in outputs if isinstance(o, Tensor) and o._data.dtype.kind in "fc"]
+    return [o for o in outputs if isinstance(o, Tensor) and o._data.dtype in INEXACT]
 
 
 def _numerical_jacobian(fn, inputs, i, outputs, eps):

@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from .. import _backend
+from .. import _dtype as D
 from .._ops.registry import _KIND, PROMOTE_FLOAT, _scalar_kind
 from .._tensor import Tensor, refresh_view
 from . import cpp
@@ -94,6 +95,11 @@ def _direct(n: Node) -> bool:
         for x in (a if type(a) in (list, tuple) else (a,)):
             if isinstance(x, Node) and _np_dtype(x) is None:
                 return False
+            if kind == "plain" and isinstance(x, Node) and _np_dtype(x) is D.BF16:
+                return False  # dispatch computes it in float32 (registry._via_float32)
+    if (kind == "plain" and rec.dtype_pos is not None and D.bfloat16 is not None
+            and args[rec.dtype_pos] is D.bfloat16):
+        return False
     if kind == "view" or not rec.promote:
         return True
     first, top = None, -1
@@ -109,7 +115,7 @@ def _direct(n: Node) -> bool:
             top = max(top, _scalar_kind(a))
     if first is None or top > _KIND[first]:
         return False
-    return not (rec.promote == PROMOTE_FLOAT and first.kind not in "fc")
+    return not (rec.promote == PROMOTE_FLOAT and first not in D.INEXACT)
 
 
 def _full_args(n: Node):
@@ -158,7 +164,7 @@ def _pointwise(n: Node, cpu: bool):
     if n.op != "call_function" or getattr(n.target, "kind", None) != "plain":
         return None
     out = _meta(n)
-    if out is None:
+    if out is None or out.dtype is D.bfloat16:  # computed in float32 by the op, as eager does
         return None
     args = _full_args(n)
     if args is None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+import traceback
 
 import numpy as np
 
@@ -102,7 +104,14 @@ def abort(code: int = 1) -> None:
 def _abort_on_uncaught(kind, value, tb) -> None:
     """An uncaught exception in one rank would leave the others waiting in a collective for
     ever (MPI_Finalize at exit waits for them): print it, then abort the whole job."""
-    _previous_hook(kind, value, tb)
+    if _previous_hook is sys.__excepthook__:
+        # One write, and a moment for the launcher to relay it: the default hook writes line by
+        # line, and MPICH's launcher drops what it has not read yet when the abort arrives.
+        sys.stderr.write("".join(traceback.format_exception(kind, value, tb)))
+        sys.stderr.flush()
+        time.sleep(0.2)
+    else:
+        _previous_hook(kind, value, tb)
     abort(1)
 
 

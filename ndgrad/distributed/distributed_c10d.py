@@ -17,6 +17,7 @@ from datetime import timedelta
 
 import numpy as np
 
+from .._dtype import INEXACT
 from .._tensor import Tensor
 from ..futures import Future
 from . import _mpi
@@ -554,7 +555,7 @@ def _finisher(*steps):
 def _avg(host: _Host, n: int):
     def divide():
         a = host.a
-        if a.dtype.kind in "fc":
+        if a.dtype in INEXACT:
             a /= n
         else:
             a[...] = np.trunc(a / n).astype(a.dtype)

@@ -218,7 +218,7 @@ class _Simplex(Constraint):
 
 def _per_matrix(value: Tensor, test) -> Tensor:
     """Applies ``test`` (an array of matrices -> array of bools) on the host; no gradient."""
-    arr = np.asarray(value.detach().cpu().numpy())
+    arr = np.asarray(value.detach().cpu()._data)  # not numpy(): bfloat16 has none
     batch = arr.shape[:-2]
     flat = arr.reshape((-1,) + arr.shape[-2:])
     out = np.array([bool(test(m)) for m in flat], dtype=bool).reshape(batch)

@@ -7,6 +7,7 @@ from numbers import Number
 
 import numpy as np
 
+from .. import _dtype as D
 from .. import _factories
 from .._dtype import get_default_dtype
 from .._tensor import Size, Tensor
@@ -52,11 +53,11 @@ def broadcast_shapes(*shapes) -> Size:
 
 
 def _eps(dtype) -> float:
-    return float(np.finfo(dtype.np).eps)
+    return float(D.np_finfo(dtype.np).eps)
 
 
 def _finfo_min(dtype) -> float:
-    return float(np.finfo(dtype.np).min)
+    return float(D.np_finfo(dtype.np).min)
 
 
 def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:

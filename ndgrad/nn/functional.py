@@ -12,7 +12,8 @@ tanh = _OPS["tanh"].call
 
 # --- plain-Python functionals (compositions of ops; their gradients come from those ops) ---
 from .._ops.nn import (  # noqa: E402,F401
-    alpha_dropout, dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout)
+    alpha_dropout, dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout, rrelu_)
+# (the composites of the op table are published into this namespace by ``defcomposite``)
 
 _addmm = _OPS["addmm"].call
 _matmul = _OPS["matmul"].call
@@ -73,14 +74,48 @@ def mish(input, inplace: bool = False):
     return input.copy_(out) if inplace else out
 
 
+_elu, _elu_ = _OPS["elu"].call, _OPS["elu_"].call
+_leaky_relu, _leaky_relu_ = _OPS["leaky_relu"].call, _OPS["leaky_relu_"].call
+
+
+# PyTorch's signatures (``inplace``, no ``scale``/``input_scale``) over the aten-style records
+def elu(input, alpha: float = 1.0, inplace: bool = False):
+    return _elu_(input, alpha) if inplace else _elu(input, alpha)
+
+
+def elu_(input, alpha: float = 1.0):
+    return _elu_(input, alpha)
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
+    return _leaky_relu_(input, negative_slope) if inplace else _leaky_relu(input, negative_slope)
+
+
+def leaky_relu_(input, negative_slope: float = 0.01):
+    return _leaky_relu_(input, negative_slope)
+
+
+relu_ = _OPS["relu_"].call
+
+
 def selu(input, inplace: bool = False):
-    out = elu(input, 1.6732632423543772, 1.0507009873554805)
-    return input.copy_(out) if inplace else out
+    if inplace:
+        return _elu_(input, 1.6732632423543772, 1.0507009873554805)
+    return _elu(input, 1.6732632423543772, 1.0507009873554805)
+
+
+def selu_(input):
+    return selu(input, True)
 
 
 def celu(input, alpha: float = 1.0, inplace: bool = False):
-    out = elu(input, alpha, 1.0, 1.0 / alpha)
-    return input.copy_(out) if inplace else out
+    if inplace:
+        return _elu_(input, alpha, 1.0, 1.0 / alpha)
+    return _elu(input, alpha, 1.0, 1.0 / alpha)
+
+
+def celu_(input, alpha: float = 1.0):
+    return celu(input, alpha, True)
 
 
 def hardsigmoid(input, inplace: bool = False):
@@ -105,5 +140,59 @@ def glu(input, dim: int = -1):
 
 
 def threshold(input, threshold: float, value: float, inplace: bool = False):
-    out = input.masked_fill(input <= threshold, value)
-    return input.copy_(out) if inplace else out
+    if inplace:
+        return input.masked_fill_(input <= threshold, value)
+    return input.masked_fill(input <= threshold, value)
+
+
+def threshold_(input, threshold: float, value: float):
+    return input.masked_fill_(input <= threshold, value)
+
+
+# --- pooling with indices, deprecated upsampling aliases ---
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    return adaptive_max_pool3d(input, output_size, True)
+
+
+def _deprecated(name):
+    import warnings
+
+    warnings.warn(f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=3)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    _deprecated("upsample")
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    _deprecated("upsample_nearest")
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    _deprecated("upsample_bilinear")
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

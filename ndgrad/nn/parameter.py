@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import weakref
 
+from .._dtype import INEXACT
 from .._ops import fastpath as _fastpath
 from .._tensor import Tensor, check_may_require_grad
 
@@ -39,7 +40,7 @@ class Parameter(Tensor):
         t._view = None
         t._meta = None
         if requires_grad:
-            if t._data.dtype.kind not in "fc":
+            if t._data.dtype not in INEXACT:
                 raise RuntimeError(
                     "Only Tensors of floating point and complex dtype can require gradients"
                 )

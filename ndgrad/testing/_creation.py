@@ -13,7 +13,7 @@ from .._tensor import Tensor
 
 __all__ = ["make_tensor"]
 
-_FLOATING = (D.float16, D.float32, D.float64)
+_FLOATING = (D.float16, D.float32, D.float64) + ((D.bfloat16,) if D.bfloat16 is not None else ())
 _COMPLEX = (D.complex64, D.complex128)
 
 
@@ -57,12 +57,8 @@ def make_tensor(
     if dtype is D.bool_:
         result = randint(0, 2, draw_shape, device=device).bool()
     elif dtype in _FLOATING or dtype in _COMPLEX:
-        real = (
-            D.float64
-            if dtype in (D.float64, D.complex128)
-            else (D.float16 if dtype is D.float16 else D.float32)
-        )
-        info = np.finfo(real.np)
+        real = dtype.to_real()
+        info = D.np_finfo(real.np)
         lo, hi = _bounds(low, high, float(info.min), float(info.max), -9, 9, True)
 
         def uniform():
@@ -79,15 +75,7 @@ def make_tensor(
         result = randint(lo, hi, draw_shape, dtype=dtype, device=device)
     if exclude_zero:
         if dtype in _FLOATING or dtype in _COMPLEX:
-            tiny = float(
-                np.finfo(
-                    D.float64.np
-                    if dtype in (D.float64, D.complex128)
-                    else D.float32.np
-                    if dtype is not D.float16
-                    else D.float16.np
-                ).tiny
-            )
+            tiny = float(D.np_finfo(dtype.to_real().np).tiny)
             result = result.masked_fill(result == 0, tiny)
         elif dtype is not D.bool_:
             result = result.masked_fill(result == 0, 1)

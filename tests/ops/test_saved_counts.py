@@ -36,10 +36,13 @@ _OUT = "torch saves its output unconditionally; ndgrad only when the formula rea
 _GRAD_OUT = "the grad_output formula reads only the output; torch saves both for either"
 _DECOMP = "ndgrad's decomposition saves less than torch's op (its primitives are checked here)"
 _LOSS = "a composite; torch's fused loss saves its inputs only"
+_POINTWISE = "a composite whose pointwise parts save their own inputs; torch's kernel saves its operands"
+_WRITE = "index_put_ on a clone saves its index positions; torch's view write saves nothing"
 _GATHER = "a composite of index_select, where or convolution whose parts save their own inputs"
 
 # ndgrad packs fewer values than torch (checked: never more).
 FEWER = {
+    "gru_cell": "the fused cell op saves its two gate projections and h; torch's composite saves each step's parts",
     "adaptive_avg_pool2d": _SHAPE,
     "avg_pool2d": _SHAPE,
     "pad": _SHAPE,
@@ -97,6 +100,17 @@ FEWER = {
     "cov": _DECOMP,
     "corrcoef": _DECOMP,
     "svd": "compute_uv=False runs svdvals (saves A); torch's linalg_svd saves U, S, Vh",
+    "rrelu": "a composite (x * noise or leaky_relu) saves the noise or self; torch: both",
+    "multilabel_soft_margin_loss": "logsigmoid as -softplus(-x) saves its input only; torch: also its buffer",
+    "combinations": "a composite: one index gather saves the index; torch masks a meshgrid",
+    "logdet": "linalg_slogdet saves A only; torch also saves its factorization",
+    "slogdet": "linalg_slogdet saves A only; torch also saves its factorization",
+    "take": "a composite: reshape and an index gather save the index only",
+    "index_copy": "a composite: index_put_ on a clone saves the index only",
+    "copysign.Tensor": "other's gradient is zeros and reads nothing; torch saves self and result",
+    "ldexp": _DECOMP + " (an integer exponent's power of two needs no gradient)",
+    "float_power": "a composite: the conversions save nothing; torch's pow saves self, exponent, result",
+    "chain_matmul": "the last mm alone saves only the product before it; torch's multi_dot saves all",
 }
 # ndgrad packs more values than torch for some sample.
 MORE = {
@@ -122,6 +136,25 @@ MORE = {
     "fold": _GATHER,
     "prelu": _GATHER,
     "cosine_similarity": _GATHER,
+    "pdist": "a composite: two row gathers, their difference and the norm save their own inputs",
+    "soft_margin_loss": _LOSS,
+    "multi_margin_loss": _LOSS,
+    "poisson_nll_loss": "the full form's Stirling term reads a target with its small entries masked",
+    "affine_grid": "a composite: the matmul saves the base grid (torch's generator saves sizes only)",
+    "grid_sample": "a composite of gathers and weights that save their own inputs; torch: input and grid",
+    "chain_matmul": "a chain of mm saves each intermediate product; torch's multi_dot decides its order",
+    "addmv": "beta=0 is a where (zero gradient for input) that saves its condition",
+    "matrix_power": "n=0 is a where (zero gradient for input) that saves its condition",
+    "matrix_exp": "a composite: Taylor terms and squarings are matmuls that save their operands",
+    "aminmax": "amin and amax each save self and their result; torch's aminmax saves self and both",
+    "ldexp": _POINTWISE,
+    "sinc": _POINTWISE,
+    "xlogy": _POINTWISE,
+    "renorm": "a composite: vector_norm, where and the multiply save their own inputs",
+    "select_scatter": _WRITE,
+    "slice_scatter": _WRITE,
+    "diagonal_scatter": _WRITE,
+    "pinverse": "a composite over linalg_svd (U, S, Vh) and its products; torch's pinv saves A and result",
 }
 
 

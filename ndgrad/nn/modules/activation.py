@@ -14,12 +14,13 @@ __all__ = [
     "ReLU", "ReLU6", "GELU", "SiLU", "Tanh", "Sigmoid", "ELU", "CELU", "SELU", "LeakyReLU",
     "Softplus", "Softmax", "LogSoftmax", "Softmin", "Hardtanh", "Hardsigmoid", "Hardswish",
     "Mish", "LogSigmoid", "Softsign", "Tanhshrink", "Threshold", "GLU", "Flatten", "Unflatten",
-    "PReLU", "Softmax2d", "CosineSimilarity", "PairwiseDistance",
+    "PReLU", "Softmax2d", "CosineSimilarity", "PairwiseDistance", "Hardshrink", "Softshrink", "RReLU",
 ]
 
 _relu, _relu_ = OPS["relu"].call, OPS["relu_"].call
 _sigmoid, _tanh = OPS["sigmoid"].call, OPS["tanh"].call
 _gelu, _silu = OPS["gelu"].call, OPS["silu"].call
+_elu, _leaky_relu = OPS["elu"].call, OPS["leaky_relu"].call
 
 
 class _Inplace(Module):
@@ -118,7 +119,7 @@ class ELU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return input.elu_(self.alpha) if self.inplace else F.elu(input, self.alpha)
+        return input.elu_(self.alpha) if self.inplace else _elu(input, self.alpha)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -146,7 +147,7 @@ class LeakyReLU(Module):
     def forward(self, input):
         if self.inplace:
             return input.leaky_relu_(self.negative_slope)
-        return F.leaky_relu(input, self.negative_slope)
+        return _leaky_relu(input, self.negative_slope)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -172,6 +173,37 @@ class Hardtanh(Module):
     def extra_repr(self) -> str:
         return (f"min_val={self.min_val}, max_val={self.max_val}"
                 + (", inplace=True" if self.inplace else ""))
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    def forward(self, input):
+        return F.softshrink(input, self.lambd)
+
+
+class RReLU(Module):
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False) -> None:
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
 
 
 class Threshold(Module):

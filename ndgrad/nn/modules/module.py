@@ -18,7 +18,7 @@ from ..._tensor import Tensor
 from ...autograd.function import Function
 from ...autograd.node import RemovableHandle, _HookDict
 from ...autograd.grad_mode import no_grad, state as _gs
-from ..parameter import Buffer, Parameter, _buffer_persistent
+from ..parameter import Parameter, _buffer_persistent
 
 __all__ = ["Module"]
 
@@ -617,6 +617,9 @@ class Module:
 
     def half(self) -> "Module":
         return self._apply(lambda t: t.half() if t.is_floating_point() else t)
+
+    def bfloat16(self) -> "Module":
+        return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
 
     def type(self, dst_type) -> "Module":
         return self._apply(lambda t: t.type(dst_type))

@@ -7,7 +7,8 @@ from .module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
            "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
-           "LPPool1d", "LPPool2d", "LPPool3d", "Upsample"]
+           "LPPool1d", "LPPool2d", "LPPool3d", "Upsample", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+           "UpsamplingNearest2d", "UpsamplingBilinear2d"]
 
 
 class _MaxPoolNd(Module):
@@ -175,3 +176,46 @@ class Upsample(Module):
     def forward(self, input):
         return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
                              recompute_scale_factor=self.recompute_scale_factor)
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+class _MaxUnpoolNd(Module):
+    _n = 2
+
+    def __init__(self, kernel_size, stride=None, padding=0) -> None:
+        super().__init__()
+
+        def tup(v):
+            return tuple(v) if isinstance(v, (tuple, list)) else (v,) * self._n
+
+        self.kernel_size = tup(kernel_size)
+        self.stride = tup(stride if stride is not None else kernel_size)
+        self.padding = tup(padding)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+    def forward(self, input, indices, output_size=None):
+        unpool = (F.max_unpool1d, F.max_unpool2d, F.max_unpool3d)[self._n - 1]
+        return unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    _n = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    _n = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    _n = 3
