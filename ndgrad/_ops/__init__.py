@@ -9,5 +9,5 @@ from . import conv, norm, loss  # noqa: F401
 from . import rnn  # noqa: F401
 from . import factory, sorting, random  # noqa: F401
 from . import composite  # noqa: F401
-from . import arrange, products, numeric, scatter  # noqa: F401  (composites and ops of issue: torch.* gaps)
+from . import arrange, products, numeric, scatter  # noqa: F401  (torch.* stacks, products, numerics, scatters)
 from .registry import NAMESPACES, OPS, dispatch, pop_mode, push_mode  # noqa: F401

@@ -256,16 +256,23 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None, re
                       requires_grad)
 
 
-def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
-           requires_grad=False, pin_memory=False) -> Tensor:
-    device = _device(device)
+def _bounds(start, end, step, other: str) -> tuple:
+    """``arange``/``range`` bounds as numbers, checked (PyTorch names the other bound
+    ``larger`` in arange's message, ``lower`` in range's)."""
     if end is None:
         start, end = 0, start
     start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) / step < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError(f"upper bound and {other} bound inconsistent with step sign")
+    return start, end, step
+
+
+def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+           requires_grad=False, pin_memory=False) -> Tensor:
+    device = _device(device)
+    start, end, step = _bounds(start, end, step, "larger")
     if dtype is None:
         dtype = _infer_dtype([start, end, step])
     return _grad_leaf(dispatch(_arange, (start, end, step, D.to_dtype(dtype), layout, device, None)),
@@ -543,13 +550,7 @@ def _range_public(start=0, end=None, step=1, *, out=None, dtype=None, layout=Non
                   "behavior is inconsistent with Python's range builtin. Instead, use torch.arange, "
                   "which produces values in [start, end).", UserWarning, stacklevel=2)
     _check(device)  # NOTE(pytorch): torch.range ignores set_default_device (torch 2.13)
-    if end is None:
-        start, end = 0, start
-    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
-    if step == 0:
-        raise RuntimeError("step must be nonzero")
-    if (end - start) / step < 0:
-        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    start, end, step = _bounds(start, end, step, "lower")
     return _grad_leaf(dispatch(_range, (start, end, step, _dtype_arg(dtype), layout, device, None)),
                       requires_grad)
 
