@@ -13,7 +13,7 @@ from .._dtype import INEXACT
 from .._ops import fastpath as _fastpath
 from .._tensor import Tensor, check_may_require_grad
 
-__all__ = ["Parameter", "Buffer"]
+__all__ = ["Parameter", "Buffer", "UninitializedParameter", "is_lazy"]
 
 
 class Parameter(Tensor):
@@ -65,6 +65,43 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, proto):
         return (_rebuild_parameter, (self._data, self._rg))
+
+
+# --- lazy modules: parameters whose shape the first forward's input decides ---
+class UninitializedParameter(Parameter):
+    """A parameter with no shape yet; ``materialize(shape)`` gives it storage and makes it a
+    ``Parameter``.
+
+    >>> from ndgrad.nn.parameter import UninitializedParameter
+    >>> p = UninitializedParameter(); p.materialize((2, 3)); type(p).__name__, tuple(p.shape)
+    ('Parameter', (2, 3))
+    """
+
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad: bool = True, device=None, dtype=None):
+        from .._ops.factory import empty
+
+        return super().__new__(cls, empty(0, device=device, dtype=dtype), requires_grad)
+
+    def __init__(self, requires_grad: bool = True, device=None, dtype=None) -> None:
+        pass
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        from .._ops.factory import empty
+
+        data = empty(tuple(shape), device=device or self.device, dtype=dtype or self.dtype)
+        self._data = data._data
+        self.__class__ = self.cls_to_become
+
+    def __repr__(self) -> str:
+        return "<UninitializedParameter>"
+
+    __str__ = __repr__
+
+
+def is_lazy(param) -> bool:
+    return isinstance(param, UninitializedParameter)
 
 
 def _rebuild_parameter(data, requires_grad):

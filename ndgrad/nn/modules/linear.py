@@ -8,7 +8,7 @@ import math
 from ..._ops.factory import empty
 from .. import functional as F
 from .. import init
-from ..parameter import Parameter
+from ..parameter import Parameter, UninitializedParameter, is_lazy  # noqa: F401  (and for conv)
 from .module import Module
 
 __all__ = ["Identity", "Linear", "Bilinear", "LazyLinear", "UninitializedParameter"]
@@ -91,37 +91,6 @@ class Bilinear(Module):
 
 
 # --- lazy modules: parameters whose shape the first forward's input decides ---
-class UninitializedParameter(Parameter):
-    """A parameter with no shape yet; ``materialize(shape)`` gives it storage and makes it a
-    ``Parameter``.
-
-    >>> p = UninitializedParameter(); p.materialize((2, 3)); type(p).__name__, tuple(p.shape)
-    ('Parameter', (2, 3))
-    """
-
-    cls_to_become = Parameter
-
-    def __new__(cls, requires_grad: bool = True, device=None, dtype=None):
-        return super().__new__(cls, empty(0, device=device, dtype=dtype), requires_grad)
-
-    def __init__(self, requires_grad: bool = True, device=None, dtype=None) -> None:
-        pass
-
-    def materialize(self, shape, device=None, dtype=None) -> None:
-        data = empty(tuple(shape), device=device or self.device, dtype=dtype or self.dtype)
-        self._data = data._data
-        self.__class__ = self.cls_to_become
-
-    def __repr__(self) -> str:
-        return "<UninitializedParameter>"
-
-    __str__ = __repr__
-
-
-def is_lazy(param) -> bool:
-    return isinstance(param, UninitializedParameter)
-
-
 class LazyModuleMixin:
     """Infers parameter shapes on the first call (a forward pre-hook), then turns the module
     into ``cls_to_become`` (PyTorch's behaviour: a LazyLinear becomes a Linear)."""
