@@ -828,3 +828,34 @@ defop("view_as_complex(Tensor(a) self) -> Tensor(a)", _view_as_complex,
                            sample("1d", rng.standard_normal(2), no_grad=(0,))])
 view_as_real = NAMESPACES[""]["view_as_real"]
 view_as_complex = NAMESPACES[""]["view_as_complex"]
+
+
+# ``x.real`` / ``x.imag``: views of a complex tensor's parts (a select of view_as_real, as in
+# PyTorch); a real tensor is its own real part.
+def real(input):
+    return view_as_real(input).select(-1, 0) if input.is_complex() else input
+
+
+def imag(input):
+    if not input.is_complex():
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return view_as_real(input).select(-1, 1)
+
+
+def _complex_parts(rng):
+    z = rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))
+    return [sample("2d", z), sample("nc", nc(z))]
+
+
+defcomposite(real, method=False, samples=lambda rng: _complex_parts(rng) + [sample("real", rng.standard_normal(3))])
+defcomposite(imag, method=False, samples=_complex_parts)
+
+
+def _set_part(part):
+    def setter(self, value):
+        part(self).copy_(value)
+    return setter
+
+
+_Tensor.real = property(real, _set_part(real))
+_Tensor.imag = property(imag, _set_part(imag))

@@ -308,3 +308,19 @@ def test_inplace_view_node_names_match_torch(name, args, ref):
         return y.grad_fn.name(), x.grad
 
     ref.same(f)
+
+
+def test_real_and_imag_views_match_torch(ref):
+    def f(T):
+        x = T.tensor([1 + 2j, 3 - 1j], dtype=T.complex128, requires_grad=True)
+        (x.real * 2 + x.imag * 3).sum().backward()
+        z = T.tensor([1 + 2j, 3 - 1j], dtype=T.complex128)
+        z.real = T.tensor([5.0, 6.0], dtype=T.float64)
+        z.imag.mul_(2)
+        y = T.tensor([1.0, 2.0])
+        return (x.grad, z, T.real(x).detach(), x.real.grad_fn.name(), T.real(x)._base is x,
+                y.real is y, T.real(y) is y)
+
+    ref.same(f)
+    ref.raises(lambda T: T.tensor([1.0]).imag, RuntimeError,
+               "imag is not implemented for tensors with non-complex dtypes.")
