@@ -218,10 +218,26 @@ def _plain_body(rec, env, slow):
 
         rg = " or ".join(f"({is_t(i)}{params[i].name}._rg)" for i in rec.diff_pos)
         # PROMOTE_FLOAT outputs are floating by construction; others may be integer (no grad).
-        floaty = "" if rec.promote == 2 else " and out.dtype in _INEXACT"
-        L += [f"    if ({rg}) and _gs.grad_enabled{floaty}:"]
+        # The dtype test picks the node class too: a complex output's conjugates its gradients
+        # (registry.complex_node_cls), at the cost of the membership test it replaces.
+        if rec.promote == 2:
+            L += [f"    if ({rg}) and _gs.grad_enabled:", "        _NC = _NODE_FOR[out.dtype]"]
+        else:
+            L += [f"    if ({rg}) and _gs.grad_enabled and (_NC := _NODE_FOR.get(out.dtype)) is not None:"]
+        env["_NODE_FOR"] = _node_for(rec)
         L += _node_lines(rec, scalar_ok, env, "        ")
     return L
+
+
+def _node_for(rec) -> dict:
+    """dtype -> class of the node for an output of that dtype, for the fast path's one dtype test:
+    the op's node class for the floating dtypes, its complex-gradient subclass for the complex
+    ones (``registry.complex_node_cls``); integer and bool outputs get no node."""
+    from .registry import complex_node_cls
+
+    cls = rec.node_cls
+    cplx = cls if rec.extra.get("complex_grad") else complex_node_cls(cls)
+    return {d: cplx if d.kind == "c" else cls for d in _INEXACT}
 
 
 def _view_eligible(rec) -> bool:
@@ -271,12 +287,18 @@ def _node_lines(rec, scalar_ok, env, ind):
         if i in scalar_ok:
             edge = f"({edge}) if tp{i} is _T else None"
         L.append(ind + f"e{i} = {edge}")
+    nc = "_NC" if rec.kind == "plain" else "_Node"  # views: a complex view's node is rare
     if rec.node_cls._variants is not None:
         env["_variants"] = rec.node_cls._variants
+        from .registry import complex_node_cls
+        env["_cplx"] = complex_node_cls
         dims = "".join(f"x{i}.ndim, " for i in rec.tensor_pos)
         L.append(ind + f"node = _new(_variants.get(({dims}), _Node))")
+        if nc == "_NC":
+            L.append(ind + "if _NC is not _Node:")
+            L.append(ind + "    node.__class__ = _cplx(node.__class__)")
     else:
-        L.append(ind + "node = _new(_Node)")
+        L.append(ind + f"node = _new({nc})")
     L += [ind + f"node.next_edges = ({''.join(f'e{i}, ' for i in rec.diff_pos)})",
           ind + "node.sequence_nr = _seq()", ind + "node._extra = None"]
     args = []

@@ -327,8 +327,15 @@ defop("reciprocal(Tensor self) -> Tensor", "reciprocal",
       promote=FLOAT, inplace="reciprocal_", samples=unary(domain=(0.3, 2.0)))
 
 # --- sign-like ---
+def _abs_jvp(self_p, self_t):
+    # Not its VJP transposed: abs is not holomorphic; d|z| = Re(conj(sgn z) dz)
+    if self_p.is_complex():
+        return (self_t * conj(self_p.sgn())).real
+    return self_t * self_p.sign()
+
+
 defop("abs(Tensor self) -> Tensor", "absolute", {"self": lambda grad, self: grad * self.sign()},
-      jvp="elementwise", inplace="abs_", samples=unary(avoid=0.0))
+      jvp=_abs_jvp, inplace="abs_", samples=unary(avoid=0.0))
 
 
 def _sign(x):
@@ -337,6 +344,27 @@ def _sign(x):
 
 defop("sign(Tensor self) -> Tensor", _sign, {"self": lambda grad: grad * 0}, jvp="elementwise",
       inplace="sign_", samples=unary(avoid=0.0))
+
+
+# --- complex conjugation: computed at once (no lazy conjugate bit: is_conj() is always False) ---
+conj_physical = defop("conj_physical(Tensor self) -> Tensor", "conjugate",
+                      {"self": lambda grad: conj_physical(grad)}, jvp="linear",
+                      extra={"complex_grad": "torch"},  # anti-holomorphic: already PyTorch's form
+                      samples=lambda rng: [sample("c", rng.standard_normal(3) + 1j * rng.standard_normal(3)),
+                                           sample("real", rng.standard_normal(3))]).call
+
+
+def conj(input):
+    """``input`` with its imaginary part negated; a real tensor is returned as it is."""
+    return conj_physical(input) if input.is_complex() else input
+
+
+defcomposite(conj, torch="torch.conj_physical",  # torch's conj is a lazy view .numpy() refuses
+             samples=lambda rng: [sample("c", rng.standard_normal(3) - 2j), sample("real", rng.standard_normal(3))])
+Tensor.resolve_conj = Tensor.resolve_neg = lambda self: self
+Tensor.is_conj = Tensor.is_neg = lambda self: False
+NAMESPACES[""]["resolve_conj"] = NAMESPACES[""]["resolve_neg"] = lambda input: input
+NAMESPACES[""]["is_conj"] = NAMESPACES[""]["is_neg"] = lambda input: False
 
 
 def _rounding(f):
@@ -430,6 +458,8 @@ defop("tanh(Tensor self) -> Tensor", "tanh", {"self": lambda grad, result: tanh_
 
 
 def _sigmoid(x):
+    if x.dtype.kind == "c":  # no |x| split for complex inputs: the plain formula, as PyTorch's
+        return 1 / (1 + np.exp(-x))
     # exp of -|x| never overflows; both branches agree where they meet
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
@@ -969,7 +999,7 @@ def _polar_angle_grad(grad, abs, angle):  # abs: the schema's name (PyTorch's)
 
 defop("polar(Tensor abs, Tensor angle) -> Tensor", _polar,
       {"abs": _polar_abs_grad, "angle": _polar_angle_grad},
-      method=False,
+      method=False, extra={"complex_grad": "torch"},
       samples=lambda rng: [sample("same", rng.uniform(0.5, 2, (3, 4)), rng.uniform(-3, 3, (3, 4)),
                                   no_grad=(0, 1)),
                            sample("bcast_nc", nc(rng.uniform(0.5, 2, (3, 4))), rng.uniform(-3, 3, (4,)),

@@ -1054,7 +1054,37 @@ def _attach(rec, node, outs) -> None:
 
 
 def _record(rec, args, outs) -> None:
-    _attach(rec, _new_node(rec, args), outs)
+    node = _new_node(rec, args)
+    if outs[0]._data.dtype in _COMPLEX:
+        _complex_grads(rec, node)
+    _attach(rec, node, outs)
+
+
+# --- complex gradients: PyTorch's convention ---
+# A formula is written as the plain transpose of the op's derivative (``mul``: ``grad * other``).
+# For a holomorphic op PyTorch's gradient is that of the conjugate: ``conj(vjp(conj(grad)))``.
+# So a node whose output is complex takes a subclass applying the formulas between two
+# conjugations; ops whose formulas are PyTorch's already (anti- or non-holomorphic: conj,
+# view_as_complex, polar) say so with ``extra={"complex_grad": "torch"}``.
+_COMPLEX = frozenset(np.dtype(c) for c in "FD")
+_COMPLEX_CLS: dict = {}
+
+
+def complex_node_cls(cls):
+    sub = _COMPLEX_CLS.get(cls)
+    if sub is None:
+        def apply(self, grads):
+            conj = OPS["conj_physical"].call
+            res = cls.apply(self, tuple(None if g is None else conj(g) for g in grads))
+            return tuple(None if r is None else conj(r) for r in res)
+
+        sub = _COMPLEX_CLS[cls] = type(cls.__name__, (cls,), {"__slots__": (), "apply": apply})
+    return sub
+
+
+def _complex_grads(rec, node) -> None:
+    if not rec.extra.get("complex_grad"):
+        node.__class__ = complex_node_cls(type(node))
 
 
 # --- views ---
@@ -1158,6 +1188,8 @@ def _run_inplace(rec, args):
     if recording:
         # A formula reading self needs it as it was before the write.
         node = _new_node(base_rec, args, _copy_of_self if ("in", 0) in base_rec.save_plan else None)
+        if dst.dtype in _COMPLEX:
+            _complex_grads(base_rec, node)
     np.copyto(dst, res, casting="unsafe")
     self._bump()
     if recording:

@@ -824,6 +824,7 @@ defop("view_as_real(Tensor(a) self) -> Tensor(a)", _view_as_real,
                            sample("0d", np.array(1.5 - 0.5j))])
 defop("view_as_complex(Tensor(a) self) -> Tensor(a)", _view_as_complex,
       {"self": lambda grad: view_as_real(grad)}, jvp="linear", method=False,
+      extra={"complex_grad": "torch"},  # real to complex: PyTorch's form as it stands
       samples=lambda rng: [sample("2d", rng.standard_normal((3, 2)), no_grad=(0,)),
                            sample("1d", rng.standard_normal(2), no_grad=(0,))])
 view_as_real = NAMESPACES[""]["view_as_real"]
