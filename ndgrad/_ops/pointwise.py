@@ -367,6 +367,31 @@ NAMESPACES[""]["resolve_conj"] = NAMESPACES[""]["resolve_neg"] = lambda input: i
 NAMESPACES[""]["is_conj"] = NAMESPACES[""]["is_neg"] = lambda input: False
 
 
+# --- angle: real output; its gradient and tangent are written in PyTorch's form (not holomorphic) ---
+def _angle(x):
+    return np.angle(x).astype(x.real.dtype, copy=False)  # NumPy gives float64 for real input
+
+
+def _angle_grad(grad, self):
+    # d angle = Im(dz / z): PyTorch's gradient is grad * i z / |z|^2, and 0 at z == 0
+    if not self.is_complex():
+        return grad * 0
+    zero = self == 0
+    return where(zero, 0.0, grad * (self * 1j) / where(zero, 1.0, self.abs().square()))
+
+
+def _angle_jvp(self_p, self_t):
+    if not self_p.is_complex():
+        return self_t * 0
+    zero = self_p == 0
+    return where(zero, 0.0, (self_t * conj(self_p)).imag / where(zero, 1.0, self_p.abs().square()))
+
+
+defop("angle(Tensor self) -> Tensor", _angle, {"self": _angle_grad}, jvp=_angle_jvp, promote=FLOAT,
+      samples=lambda rng: [sample("complex", rng.standard_normal(4) + 1j * rng.standard_normal(4)),
+                           sample("real", rng.standard_normal(4) + 0.5)])
+
+
 def _rounding(f):
     return lambda x: f(x) if x.dtype.kind in "fc" else x.copy()
 

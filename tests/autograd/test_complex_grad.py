@@ -26,6 +26,7 @@ CASES = {
     "cumsum_cat": lambda T, x: T.cat([x.cumsum(0), x * 2]).abs().sum(),
     "conj": lambda T, x: (x.conj() * x).real.sum() + x.conj().imag.sum(),
     "abs": lambda T, x: x.abs().sum(),
+    "angle": lambda T, x: (x * T.tensor(Y)).angle().sum() + x.angle().square().sum(),
     "real_imag": lambda T, x: (x.real * 2 + x.imag * 3).sum(),
     "view_as_real": lambda T, x: T.view_as_real(x * 2)[..., 1].sum(),
     "view_as_complex": lambda T, x: (T.view_as_complex(T.view_as_real(x) * 2) * T.tensor(Y)).abs().sum(),
@@ -63,11 +64,11 @@ def test_real_leaf_and_polar_and_double_backward(torch_or_skip):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["mul", "exp", "abs", "matmul"])
+@pytest.mark.parametrize("name", ["mul", "exp", "abs", "angle", "matmul"])
 def test_complex_forward_ad_matches_torch(name, torch_or_skip):
     torch = torch_or_skip
     fns = {"mul": lambda T, x: x * T.tensor(Y), "exp": lambda T, x: x.exp(), "abs": lambda T, x: x.abs(),
-           "matmul": lambda T, x: x[:, None] @ x[None, :]}
+           "angle": lambda T, x: x.angle(), "matmul": lambda T, x: x[:, None] @ x[None, :]}
 
     def run(T):
         fwad = T.autograd.forward_ad
