@@ -1165,8 +1165,7 @@ def _run_inplace(rec, args):
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if info is not None and info.base._rg and info.base._grad_fn is None:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
-    if self._vc is INFERENCE_VC and not _gs.inference:
-        raise RuntimeError(_gm.INPLACE_MSG)
+    check_inplace(self)
     base_rec = rec.outplace
     res, rg = _forward(rec, base_rec.fwd, args)
     if type(res) is not _ndarray:

@@ -154,7 +154,7 @@ def _sync_mode() -> None:
 def _eligible(t) -> bool:
     """A tensor autocast may cast: floating, and not float64 (PyTorch leaves doubles alone)."""
     k = t._data.dtype
-    return k.kind == "f" and k != np.float64 or k.name == "bfloat16"
+    return k in D.FLOATING and k != np.float64
 
 
 def _cast(t, dtype, cache: bool):
@@ -196,7 +196,7 @@ class _AutocastMode:
             return run(rec, _map_tensors(args, lambda t: _cast(t, D.float32, False)))
         widest = None  # _PROMOTE: every floating argument in the widest floating dtype among them
         for t in _tensors(args):
-            if t._data.dtype.kind == "f" or t._data.dtype.name == "bfloat16":
+            if t._data.dtype in D.FLOATING:
                 d = D._FROM_NP[t._data.dtype]
                 widest = d if widest is None else D.promote_types(widest, d)
         if widest is None:
