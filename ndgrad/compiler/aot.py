@@ -9,14 +9,16 @@ regions). PyTorch's public names are re-exported by ``ndgrad._functorch.aot_auto
 
 from __future__ import annotations
 
+import operator
+
 from .. import _factories
 from .._ops.overload import aten
 from .._tensor import Tensor
-from ..autograd.engine import run_backward
+from ..autograd.engine import _task_stack, run_backward
 from ..autograd.function import Function
 from ..autograd.grad_mode import state as _grad_state
 from ..autograd.node import _root, shared_view
-from ..autograd.saved import _hooks
+from ..autograd.saved import _hooks, hooks_in_use
 from ..nn.modules.module import Module
 from .capture import Capture, paused
 from .partitioners import default_partition, min_cut_rematerialization_partition
@@ -108,6 +110,9 @@ class _Entry:
         self.fn_cls = None
         self.fw_gm = self.joint = None
         self.num_saved = 0
+        self.bare_saved = ()  # saved values the forward hands over as bare arrays
+        self.other_saved = self.kept_pos = ()
+        self.bw_takes_arrays = False
 
     def run(self, leaves: list):
         tensors = [leaves[i] for i in self.tensor_idx]
@@ -132,10 +137,23 @@ def _make_function(entry: _Entry):
         @staticmethod
         def forward(ctx, *args):
             res = tuple(_call(entry.fw, list(args)))
-            outs, saved = res[:n_out], res[n_out:]
-            ctx.save_for_backward(*[s for s in saved if isinstance(s, Tensor)])
-            ctx.non_tensor_saved = [(i, s) for i, s in enumerate(saved)
-                                    if not isinstance(s, Tensor)]
+            outs, saved = res[:n_out], list(res[n_out:])
+            bare = entry.bare_saved
+            if bare and hooks_in_use and _hooks.stack:
+                for i in bare:  # saved-tensor hooks see every saved value, as in eager
+                    saved[i] = _bare_tensor(saved[i])
+                bare = ()
+            ctx.bare_wrapped = bool(entry.bare_saved) and not bare
+            # by position: Tensors go through save_for_backward (version checks, hooks), the
+            # rest (bare arrays of private values, numbers) stays in one list
+            pos = []
+            for i in (entry.other_saved if bare else range(len(saved))):
+                if isinstance(saved[i], Tensor):
+                    pos.append(i)
+            ctx.save_for_backward(*[saved[i] for i in pos])
+            for i in pos:
+                saved[i] = None
+            ctx.saved_layout, ctx.tensor_pos = saved, pos
             if nondiff:
                 ctx.mark_non_differentiable(*[outs[i] for i in nondiff
                                               if isinstance(outs[i], Tensor)])
@@ -143,14 +161,42 @@ def _make_function(entry: _Entry):
 
         @staticmethod
         def backward(ctx, *grads):
-            saved = list(ctx.saved_tensors)
-            for i, s in ctx.non_tensor_saved:
-                saved.insert(i, s)
+            unpacked = ctx.saved_tensors
+            saved = list(ctx.saved_layout)
+            for i, t in zip(ctx.tensor_pos, unpacked):
+                saved[i] = t
+            tasks = _task_stack()
+            keep = not tasks or tasks[-1].keep_graph
+            if not keep:  # released with the saved tensors
+                ctx.saved_layout = None
             tangents = [grads[i].contiguous() for i in diff_out]  # captured contiguous
+            bare = entry.bare_saved
             if entry.bw is None:
-                entry.bw = entry.bw_compiler(entry.bw_gm, [*saved, *tangents])
-            args = [*saved, *tangents]
-            held = {id(_root(t._data)) for t in args if isinstance(t, Tensor)}
+                example = list(saved)
+                for i in bare:
+                    example[i] = _bare_tensor(example[i])
+                _set_bw(entry, entry.bw_compiler(entry.bw_gm, [*example, *tangents]))
+            takes = entry.bw_takes_arrays
+            if bare and (ctx.bare_wrapped or not takes):
+                for i in bare:  # each as the backward takes it
+                    s = saved[i]
+                    if takes:
+                        if isinstance(s, Tensor):
+                            saved[i] = s._data
+                    elif not isinstance(s, Tensor):
+                        saved[i] = _bare_tensor(s)
+            args = saved + tangents
+            saved = tangents = unpacked = None  # the boxed call frees each input after its use
+            # Memory someone keeps (inputs, tangents; the bare private arrays only while the
+            # graph is retained): a result sharing it is handed out as a view, not stolen.
+            held = set()
+            for i in (range(len(args)) if keep or ctx.bare_wrapped else entry.kept_pos):
+                t = args[i]
+                if isinstance(t, Tensor):
+                    t = t._data
+                b = getattr(t, "base", None)  # (a number's id is harmless here)
+                held.add(id(t) if b is None else id(_root(t)))
+            t = b = None
             res = _call(entry.bw, args)
             out = [None] * len(ctx.needs_input_grad)
             for k, r in zip(diff_in, res, strict=True):
@@ -163,6 +209,34 @@ def _make_function(entry: _Entry):
             return tuple(out)
 
     return CompiledFunction
+
+
+def _bare_tensor(a):
+    return a if isinstance(a, Tensor) else Tensor._make(a, None, 0, None)
+
+
+def _private_saved(fw_gm, n_out: int) -> tuple:
+    """Which saved values (indices among them) only the compiled pair ever sees: fresh results
+    of a plain op, neither an input, an output, a view nor a write. No user code can modify
+    one between forward and backward, so it needs no version check: a compiler that agrees
+    (``gm.meta["bare_outputs"]`` / ``["array_placeholders"]``, honoured by inductor) hands it
+    over as a bare array, without a Tensor, save_for_backward and unpack around it."""
+    out = next(n for n in reversed(fw_gm.graph.nodes) if n.op == "output").args[0]
+    visible = set(out[:n_out])
+    private = []
+    for j, v in enumerate(out[n_out:]):
+        src = v.args[0] if v.op == "call_function" and v.target is operator.getitem else v
+        rec = src.target if src.op == "call_function" else None
+        if v not in visible and getattr(rec, "kind", None) == "plain" and \
+                not getattr(getattr(rec, "_schema", None), "is_mutable", False):
+            private.append(j)
+    return tuple(private)
+
+
+def _set_bw(entry, fn) -> None:
+    entry.bw = fn
+    takes = getattr(fn, "_array_placeholders", ())
+    entry.bw_takes_arrays = all(i in takes for i in entry.bare_saved)
 
 
 class _Saved:
@@ -246,10 +320,18 @@ def _compile(fn, leaves: list, spec, lifted: list, fw_compiler, bw_compiler, par
     fw_gm, bw_gm = partition_fn(joint, [*primals, *tangents], num_fwd_outputs=entry.n_out)
     entry.fw_gm, entry.bw_gm = fw_gm, bw_gm
     entry.num_saved = fw_gm.meta["num_saved"]
+    private = _private_saved(fw_gm, entry.n_out)
+    fw_gm.meta["bare_outputs"] = frozenset(entry.n_out + j for j in private)
+    bw_gm.meta["array_placeholders"] = frozenset(private)
     entry.fw = fw_compiler(fw_gm, [leaves[i] for i in entry.tensor_idx])
+    took = getattr(entry.fw, "_bare_outputs", ())
+    entry.bare_saved = tuple(j for j in private if entry.n_out + j in took)
+    entry.other_saved = tuple(j for j in range(entry.num_saved) if j not in entry.bare_saved)
+    entry.kept_pos = entry.other_saved + tuple(range(entry.num_saved,
+                                                     entry.num_saved + len(entry.diff_out)))
     entry.bw_compiler = bw_compiler  # compiled at the first backward, on its real inputs
     if getattr(bw_compiler, "needs_example_inputs", True) is False:
-        entry.bw = bw_compiler(bw_gm, None)  # now: its build overlaps the forward's (inductor)
+        _set_bw(entry, bw_compiler(bw_gm, None))  # now: its build overlaps the forward's
     entry.fn_cls = _make_function(entry)
     return entry
 

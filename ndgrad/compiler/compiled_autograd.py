@@ -50,6 +50,7 @@ log = logging.getLogger("ndgrad.compiler.compiled_autograd")
 counters = collections.Counter()  # captures, cache_hits, fallbacks, unpacks
 _compiler_fns: list = []  # innermost last
 _cache: dict = {}  # key -> compiled callable (whichever compiler_fn was current at capture)
+_last: list = [None]  # (key as a list, callable) of the latest backward: compared without a hash
 _warned: set = set()
 _OP_NODES: set = set()  # node classes known to be generated op nodes
 _tls = threading.local()  # .slots: (unpack hook, packed object) per packed value of this run
@@ -62,6 +63,7 @@ class _Unsupported(Exception):
 def reset() -> None:
     """Forget every compiled backward graph."""
     _cache.clear()
+    _last[0] = None
     _warned.clear()
     counters.clear()
 
@@ -180,6 +182,11 @@ def _accumulate(k: int, grad) -> None:
 
 
 # --- lookup ---
+_FREED = ("Trying to backward through the graph a second time (or directly access saved tensors "
+          "after they have already been freed).")
+_INPUTS = object()  # in a key: the inputs' shapes and dtypes follow
+
+
 def _freeze(v):
     try:
         hash(v)  # nearly always: a tuple of shapes, numbers, dtypes
@@ -194,9 +201,10 @@ def _freeze(v):
 
 
 def _walk(root, needed=None):
-    """(nodes in visit order, hook layouts, the key, tensor inputs, slots: (unpack hook,
-    packed object) per packed saved value and each hook callable, in visit order). One pass:
-    a node's facts, then its edges, as one flat key (hashed once per backward)."""
+    """(nodes in visit order, hook layouts, the key, inputs, slots: (unpack hook, packed
+    object) per packed saved value and each hook callable, in visit order). One pass: a node's
+    facts, then its edges, as one flat key; each distinct saved array is one input, its shape
+    and dtype appended to the key once, after the walk."""
     order = [root]
     index = _tls.index = {root: 0}
     stack = [root]
@@ -208,8 +216,11 @@ def _walk(root, needed=None):
     opaque = _tls.opaque_nodes = {}  # custom Function node -> its slot
     key = [None if g is None else (g._data.shape, g._data.dtype) for g in root.grads]
     append = key.append
+    get = input_of.get
+    known = _OP_NODES
+    pop, push, visit = stack.pop, stack.append, order.append
     while stack:
-        n = stack.pop()
+        n = pop()
         if n is not root:
             t = type(n)
             append(t)
@@ -217,21 +228,43 @@ def _walk(root, needed=None):
                 layouts[n] = hooks = _hooks_key(n._extra, slots)
                 append(hooks)
             append(n._in_meta)
-            if t is AccumulateGrad:
+            if t in known and needed is None:
+                saved = n._saved  # a generated op node (the hot case, inlined)
+                if saved is None:
+                    raise RuntimeError(_FREED)
+                append(n._args)
+                for x in saved:
+                    if x is None:  # a formula that will not run saved nothing
+                        append(None)
+                        continue
+                    tx = type(x)
+                    if tx is SavedTensor and x.tensor is None and x.vc[0] == x.version:
+                        a = x.data  # a saved output
+                    elif tx is Tensor and not (x._vc is not None and x._vc[0]):
+                        a = x._data  # a saved input at version 0: the tensor itself
+                    else:
+                        append(_saved_key(n, x, inputs, slots))
+                        continue
+                    k = get(id(a))
+                    if k is None:
+                        k = input_of[id(a)] = len(inputs)
+                        inputs.append(a)
+                    append(k)
+            elif t is AccumulateGrad:
                 slots.append(n)
                 append(len(slots) - 1)
                 continue
-            if needed is not None and n not in needed:
+            elif needed is not None and n not in needed:
                 append(False)  # off every path to the inputs: never runs, nothing unpacked
-            elif t not in _OP_NODES and issubclass(t, BackwardCFunction):
+            elif t not in known and issubclass(t, BackwardCFunction):
                 slots.append(n)  # a custom Function: applied by one opaque call
                 append(len(slots) - 1)
                 opaque[n] = len(slots) - 1
             else:
-                if t not in _OP_NODES:
+                if t not in known:
                     if not issubclass(t, OpNode):
                         raise _Unsupported(f"node {n.name()} of class {t.__name__}")
-                    _OP_NODES.add(t)
+                    known.add(t)
                 _op_node_key(n, append, inputs, slots, input_of)
         for e in n.next_edges:
             if e is None:
@@ -241,11 +274,15 @@ def _walk(root, needed=None):
             i = index.get(nxt)
             if i is None:
                 i = index[nxt] = len(order)
-                order.append(nxt)
-                stack.append(nxt)
+                visit(nxt)
+                push(nxt)
             append(i)
             append(e[1])
-    return order, layouts, tuple(key), inputs, slots
+    append(_INPUTS)
+    for a in inputs:
+        append(a.shape)
+        append(a.dtype)
+    return order, layouts, key, inputs, slots
 
 
 def _op_node_key(n, append, inputs, slots, input_of) -> None:
@@ -253,8 +290,7 @@ def _op_node_key(n, append, inputs, slots, input_of) -> None:
     arrays into ``inputs``."""
     saved = n._saved
     if saved is None:
-        raise RuntimeError("Trying to backward through the graph a second time (or directly "
-                           "access saved tensors after they have already been freed).")
+        raise RuntimeError(_FREED)
     args = n._args
     append(_freeze(args) if args else args)
     for x in saved:
@@ -271,8 +307,6 @@ def _op_node_key(n, append, inputs, slots, input_of) -> None:
             k = input_of[id(a)] = len(inputs)
             inputs.append(a)
         append(k)
-        append(a.shape)
-        append(a.dtype)
 
 
 def _hooks_key(extra, slots) -> tuple:
@@ -515,9 +549,22 @@ def _backward(root, task, reentrant: bool = False, moded: bool = False) -> bool:
         key += (task.accumulate, tuple((_tls.index[n], tuple(c))
                                        for n, c in task.captures.items()))
     if task.needed is not None:
-        key += (tuple(sorted(_tls.index[n] for n in task.needed if n in _tls.index)),)
-    compiler_fn = _compiler_fns[-1]
-    fn = _cache.get(key)  # as PyTorch: the graph, not the compiler (reset() to switch)
+        key.append(tuple(sorted(_tls.index[n] for n in task.needed if n in _tls.index)))
+    last = _last[0]
+    try:
+        fn = last[1] if last is not None and last[0] == key else None
+    except (TypeError, ValueError):  # an argument compared as an array
+        fn = None
+    if fn is None:  # not the previous backward's graph (which is compared without a hash)
+        try:
+            key = tuple(key)
+            fn = _cache.get(key)  # as PyTorch: the graph, not the compiler (reset() to switch)
+        except TypeError:  # an unhashable argument: frozen (rare)
+            try:
+                key = tuple(_freeze(x) for x in key)
+            except _Unsupported as e:
+                return _fallback(str(e))
+            fn = _cache.get(key)
     _tls.hooked = bool(layouts)
     _tls.keep = keep_graph
     if fn is None:
@@ -525,16 +572,24 @@ def _backward(root, task, reentrant: bool = False, moded: bool = False) -> bool:
         if _cache:
             log.info("compiled autograd: Cache miss due to %s", _miss_reason(key))
         gm = _capture(root, order, layouts, inputs, slots, task)
-        _cache[key] = compiler_fn(gm)
+        fn = _cache[key] = _compiler_fns[-1](gm)
+        _last[0] = (list(key), fn)
         if not keep_graph:
             for n in order:
                 n._saved = None
         return True
     counters["cache_hits"] += 1
+    if type(key) is tuple:
+        _last[0] = (list(key), fn)
+    del key
     if not keep_graph:  # the graph will be the only owner of saved values
         opaque = _tls.opaque_nodes  # (a custom Function releases its own after it runs)
-        for n in order:
-            if n not in opaque:
+        if opaque:
+            for n in order:
+                if n not in opaque:
+                    n._saved = None
+        else:
+            for n in order:
                 n._saved = None
     del order, root
     _tls.slots = slots

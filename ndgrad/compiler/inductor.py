@@ -398,8 +398,10 @@ class _Gen:
         if out is None:
             out = self.take_buffer(m)
         # an input's layout is the caller's (its recorded strides may not be): ask for C order
-        strided = any(lf.value.op == "placeholder" or not _contiguous(_meta(lf.value))
-                      for lf in leaves(pw.tree))
+        # (a fresh array of at most one dimension is contiguous whatever its operands' layout)
+        strided = len(m.shape) > 1 and any(
+            lf.value.op == "placeholder" or not _contiguous(_meta(lf.value))
+            for lf in leaves(pw.tree))
         temps = []
 
         def temp():
@@ -605,10 +607,12 @@ def _device_of(gm, example_inputs):
 
 
 def generate(gm, example_inputs=None, cpp_fusion: bool | None = None,
-             array_inputs: bool = False) -> tuple:
+             array_inputs: bool = False, bare: bool = True) -> tuple:
     """The source of ``gm`` as one function of a list of inputs, its globals, and the C source of
     its fused loops ("" when there are none). ``array_inputs``: the list holds the tensors'
-    arrays, not the tensors (compiled autograd's runner)."""
+    arrays, not the tensors (compiled autograd's runner). ``bare``: the placeholders and
+    outputs AOT marks as private saved values (``gm.meta["array_placeholders"]``,
+    ``["bare_outputs"]``) are arrays, not Tensors."""
     xp, cpu = _device_of(gm, example_inputs)
     if cpp_fusion is None:
         cpp_fusion = cpp.available()
@@ -685,8 +689,9 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None,
         if kind == "node" and x.op != "output" and not x.users \
                 and x.target is not _set_grad_enabled:
             dead_at.setdefault(i, []).append(x)
-    for n in phs:
-        if _meta(n) is not None and not array_inputs:
+    arrays = gm.meta.get("array_placeholders", ()) if bare else ()
+    for i, n in enumerate(phs):
+        if _meta(n) is not None and not array_inputs and i not in arrays:
             g.orig[n] = g.names[n]
             body.append(f"    if {g.names[n]}._view is not None: _refresh({g.names[n]})")
             body.append(f"    a_{n.name} = {g.names[n]}._data")
@@ -704,7 +709,7 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None,
         else:
             n = x
             if n.op == "output":
-                pre, expr = _output(g, n.args[0])
+                pre, expr = _output(g, n.args[0], gm.meta.get("bare_outputs", ()) if bare else ())
                 body += pre
                 body.append(f"    return {expr}")
                 break
@@ -721,17 +726,17 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None,
     return src, g.env, c_src
 
 
-def _output(g: _Gen, out) -> tuple:
-    """Statements wrapping each output array once (a placeholder is its own tensor), and the
-    output structure's expression."""
+def _output(g: _Gen, out, bare=()) -> tuple:
+    """Statements wrapping each output array once (a placeholder is its own tensor; the
+    top-level positions in ``bare`` stay arrays), and the output structure's expression."""
     seen: dict = {}
     pre = []
 
-    def go(a):
+    def go(a, keep=False):
         if isinstance(a, Node):
             if a in g.orig:
                 return g.orig[a]
-            if _meta(a) is None:
+            if _meta(a) is None or keep:
                 return g.names[a]
             if a not in seen:
                 seen[a] = f"o_{a.name}"
@@ -742,12 +747,17 @@ def _output(g: _Gen, out) -> tuple:
             return f"[{inner}]" if type(a) is list else f"({inner}{',' if len(a) == 1 else ''})"
         return g.const(a)
 
-    expr = go(out)
+    if bare and type(out) in (list, tuple):
+        items = [go(x, i in bare) for i, x in enumerate(out)]
+        inner = ", ".join(items)
+        expr = f"[{inner}]" if type(out) is list else f"({inner}{',' if len(out) == 1 else ''})"
+    else:
+        expr = go(out)
     return pre, expr
 
 
-def _build(gm, example_inputs, cpp_fusion, array_inputs=False):
-    src, env, c_src = generate(gm, example_inputs, cpp_fusion, array_inputs)
+def _build(gm, example_inputs, cpp_fusion, array_inputs=False, bare=True):
+    src, env, c_src = generate(gm, example_inputs, cpp_fusion, array_inputs, bare)
     if c_src:
         env["_lib"] = _LazyLib(cpp.start(c_src, env["_cdef"]), env)
     code = _CODE_CACHE.get(src)
@@ -760,6 +770,9 @@ def _build(gm, example_inputs, cpp_fusion, array_inputs=False):
     fn = env["compiled"]
     fn._boxed_call = True
     fn._array_inputs = array_inputs
+    if bare:  # what AOT asked to pass bare, done (aot._private_saved)
+        fn._bare_outputs = gm.meta.get("bare_outputs", ())
+        fn._array_placeholders = gm.meta.get("array_placeholders", ())
     fn.source = src
     fn.c_source = c_src
     fn.graph_module = gm
@@ -787,6 +800,9 @@ class _LazyLib:
 
 
 def _time(fn, example_inputs, reps: int = 3) -> float:
+    arrays = getattr(fn, "_array_placeholders", ())
+    example_inputs = [x._data if i in arrays and isinstance(x, Tensor) else x
+                      for i, x in enumerate(example_inputs)]
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -814,11 +830,12 @@ def compile_fx_inner(gm, example_inputs, options: dict | None = None, *,
     want_c = opts["cpp_fusion"]
     if want_c is None:
         want_c = cpp.available()
-    fn = _build(gm, example_inputs, want_c, array_inputs)
+    bare = not opts["triton.cudagraphs"]  # the CUDA-graph wrapper copies Tensors out
+    fn = _build(gm, example_inputs, want_c, array_inputs, bare)
     if opts["max_autotune"] and want_c and fn.c_source and example_inputs is not None \
             and _pure(gm) and all(isinstance(x, Tensor) or not hasattr(x, "shape")
                                   for x in example_inputs):
-        alt = _build(gm, example_inputs, False, array_inputs)
+        alt = _build(gm, example_inputs, False, array_inputs, bare)
         if _time(alt, example_inputs) < _time(fn, example_inputs):
             log.info("max_autotune: NumPy code beats fused C for %s", gm.__class__.__name__)
             fn = alt

@@ -224,6 +224,10 @@ def const_dtype(tree, leaf_dtype, out_dtype):
     return out_dtype
 
 
+# NumPy 2.4 deprecates a positional output for these (they may become n-ary)
+_OUT_KEYWORD = frozenset({"maximum", "minimum"})
+
+
 def numpy_lines(tree, leaf, out: str | None, temp, order_c: bool = False, const=None) -> tuple:
     """Statements computing ``tree`` with the array module's ufuncs (``_u_<name>``, ``_np``),
     and the expression of the result. ``leaf(Leaf)`` is a leaf's source; ``out`` is a buffer the
@@ -238,6 +242,8 @@ def numpy_lines(tree, leaf, out: str | None, temp, order_c: bool = False, const=
 
     def call(ufunc, srcs, dst):
         if dst:
+            if ufunc in _OUT_KEYWORD:
+                return f"_u_{ufunc}({', '.join(srcs)}, out={dst})"
             return f"_u_{ufunc}({', '.join(srcs)}, {dst})"
         if alloc:
             return f"_u_{ufunc}({', '.join(srcs)}{alloc})"

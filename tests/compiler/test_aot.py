@@ -295,3 +295,80 @@ def test_batch_norm_running_stats_update_once_per_call(compiler):
     np.testing.assert_allclose(m[1].running_var.numpy(), ref[1].running_var.numpy(), rtol=1e-6)
     for p, q in zip(m.parameters(), ref.parameters(), strict=True):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+# --- private saved values as bare arrays (inductor) ---
+def _inductor_aot(fn, bw_compiler=None):
+    from ndgrad.compiler.inductor import compile_fx_inner
+
+    def comp(gm, example_inputs):
+        return compile_fx_inner(gm, example_inputs, options={"cpp_fusion": False})
+
+    return aot_function(fn, comp, bw_compiler or comp, partition_fn=default_partition)
+
+
+def _entry(f):
+    (entry,) = f.cache.values()
+    return entry
+
+
+def test_private_saved_values_travel_as_bare_arrays():
+    f = _inductor_aot(_pointwise)
+    x, w = _inputs()
+    out = f(x, w)
+    entry = _entry(f)
+    names = entry.fw_gm.meta["saved_names"]
+    bare = [names[i] for i in entry.bare_saved]
+    # intermediates only: never an input (x, w) or a view of one
+    assert bare and not any(n.startswith("primals") for n in bare)
+    node = out.grad_fn
+    assert len(node._saved) == entry.num_saved - len(entry.bare_saved)  # only inputs saved
+    gx, gw = nd.autograd.grad(out, (x, w))
+    assert entry.bw_takes_arrays  # (compiled at the first backward)
+    _, (ex, ew) = _eager_grads(_pointwise, x, w)
+    np.testing.assert_allclose(gx.numpy(), ex.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(gw.numpy(), ew.numpy(), rtol=1e-6, atol=1e-7)
+    assert node.saved_layout is None  # released with the saved tensors
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        nd.autograd.grad(out, (x, w))
+
+
+def test_bare_saved_values_with_retain_graph_and_a_tensor_backward_compiler():
+    r = Recorder()
+    f = _inductor_aot(_pointwise, bw_compiler=r.bw_compiler)  # takes Tensors only
+    x, w = _inputs()
+    out = f(x, w)
+    g1 = nd.autograd.grad(out, (x, w), retain_graph=True)
+    assert _entry(f).bare_saved and not _entry(f).bw_takes_arrays
+    g2 = nd.autograd.grad(out, (x, w))  # the bare arrays were kept for the second one
+    _, want = _eager_grads(_pointwise, x, w)
+    for a, b, c in zip(g1, g2, want):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_allclose(a.numpy(), c.numpy(), rtol=1e-6, atol=1e-7)
+    assert r.bw_calls == 2
+
+
+def test_saved_tensor_hooks_see_bare_saved_values_as_tensors():
+    f = _inductor_aot(_pointwise)
+    x, w = _inputs()
+    f(x, w)  # compiled outside the hooks
+    entry = _entry(f)
+    packed, unpacked = [], []
+
+    def pack(t):
+        assert isinstance(t, nd.Tensor)
+        packed.append(t)
+        return t.clone()
+
+    def unpack(t):
+        unpacked.append(t)
+        return t
+
+    with nd.autograd.graph.saved_tensors_hooks(pack, unpack):
+        out = f(x, w)
+    assert len(packed) == entry.num_saved  # every saved value, bare ones included
+    gx, gw = nd.autograd.grad(out, (x, w))
+    assert len(unpacked) == entry.num_saved
+    _, (ex, ew) = _eager_grads(_pointwise, x, w)
+    np.testing.assert_allclose(gx.numpy(), ex.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(gw.numpy(), ew.numpy(), rtol=1e-6, atol=1e-7)
