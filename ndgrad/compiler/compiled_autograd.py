@@ -200,11 +200,13 @@ def _freeze(v):
     raise _Unsupported(f"an unhashable argument ({type(v).__name__})")
 
 
-def _walk(root, needed=None):
+def _walk(root, needed=None, release=False):
     """(nodes in visit order, hook layouts, the key, inputs, slots: (unpack hook, packed
     object) per packed saved value and each hook callable, in visit order). One pass: a node's
     facts, then its edges, as one flat key; each distinct saved array is one input, its shape
-    and dtype appended to the key once, after the walk."""
+    and dtype appended to the key once, after the walk. ``release``: each generated op node's
+    saved values are taken off it as they are read (``_restore`` puts them back), so that
+    ``inputs`` is their only owner."""
     order = [root]
     index = _tls.index = {root: 0}
     stack = [root]
@@ -218,6 +220,7 @@ def _walk(root, needed=None):
     append = key.append
     get = input_of.get
     known = _OP_NODES
+    taken = _tls.taken = [] if release else None  # node, its saved values, node, ...
     pop, push, visit = stack.pop, stack.append, order.append
     while stack:
         n = pop()
@@ -250,6 +253,10 @@ def _walk(root, needed=None):
                         k = input_of[id(a)] = len(inputs)
                         inputs.append(a)
                     append(k)
+                if release:
+                    n._saved = None
+                    taken.append(n)
+                    taken.append(saved)
             elif t is AccumulateGrad:
                 slots.append(n)
                 append(len(slots) - 1)
@@ -266,6 +273,10 @@ def _walk(root, needed=None):
                         raise _Unsupported(f"node {n.name()} of class {t.__name__}")
                     known.add(t)
                 _op_node_key(n, append, inputs, slots, input_of)
+                if release:
+                    taken.append(n)
+                    taken.append(n._saved)
+                    n._saved = None
         for e in n.next_edges:
             if e is None:
                 append(None)
@@ -541,9 +552,12 @@ def _backward(root, task, reentrant: bool = False, moded: bool = False) -> bool:
         return _fallback("a dispatch mode is active", logging.INFO)
     keep_graph = task.keep_graph
     try:
-        order, layouts, key, inputs, slots = _walk(root, task.needed)
-    except _Unsupported as e:
-        return _fallback(str(e))
+        order, layouts, key, inputs, slots = _walk(root, task.needed, not keep_graph)
+    except BaseException as e:
+        _restore()
+        if isinstance(e, _Unsupported):
+            return _fallback(str(e))
+        raise
     task.deps = _tls.index  # will_execute_node: every node reachable
     if task.captures is not None:  # which gradients are the graph's outputs
         key += (task.accumulate, tuple((_tls.index[n], tuple(c))
@@ -563,11 +577,13 @@ def _backward(root, task, reentrant: bool = False, moded: bool = False) -> bool:
             try:
                 key = tuple(_freeze(x) for x in key)
             except _Unsupported as e:
+                _restore()
                 return _fallback(str(e))
             fn = _cache.get(key)
     _tls.hooked = bool(layouts)
     _tls.keep = keep_graph
     if fn is None:
+        _restore()
         counters["captures"] += 1
         if _cache:
             log.info("compiled autograd: Cache miss due to %s", _miss_reason(key))
@@ -582,15 +598,7 @@ def _backward(root, task, reentrant: bool = False, moded: bool = False) -> bool:
     if type(key) is tuple:
         _last[0] = (list(key), fn)
     del key
-    if not keep_graph:  # the graph will be the only owner of saved values
-        opaque = _tls.opaque_nodes  # (a custom Function releases its own after it runs)
-        if opaque:
-            for n in order:
-                if n not in opaque:
-                    n._saved = None
-        else:
-            for n in order:
-                n._saved = None
+    _tls.taken = None  # the walk released the saved values: the graph will be their only owner
     del order, root
     _tls.slots = slots
     del slots
@@ -606,6 +614,16 @@ def _backward(root, task, reentrant: bool = False, moded: bool = False) -> bool:
     if task.captured is not None:
         task.captured[:] = out
     return True
+
+
+def _restore() -> None:
+    """The saved values the walk took off the nodes, back on them (a capture, or the eager
+    engine on a fallback, reads them there)."""
+    taken = getattr(_tls, "taken", None)
+    if taken:
+        for i in range(0, len(taken), 2):
+            taken[i]._saved = taken[i + 1]
+    _tls.taken = None
 
 
 def _miss_reason(key) -> str:
