@@ -24,6 +24,7 @@ _empty = object()  # a placeholder without a default
 RESERVED = frozenset(keyword.kwlist) | {"self", "aten", "operator", "ndgrad", "getattr", "slice",
                                         "float", "None", "True", "False"}
 _BUILTINS = frozenset(dir(builtins))
+_ILLEGAL = RESERVED | _BUILTINS
 
 
 class _Namespace:
@@ -35,12 +36,22 @@ class _Namespace:
         self.base_count: dict = {}
 
     def create_name(self, candidate: str, allow_builtin: bool = False) -> str:
-        candidate = re.sub(r"[^0-9a-zA-Z_]+", "_", candidate) or "_unnamed"
-        if candidate[0].isdigit():
-            candidate = "_" + candidate
-        m = re.match(r"(.*)_(\d+)$", candidate)
-        base, num = (m.group(1), int(m.group(2))) if m else (candidate, None)
-        illegal = RESERVED if allow_builtin else RESERVED | _BUILTINS
+        # A free, plain identifier is taken as it is (what the slow path below would give); a
+        # node copy keeps its name, so this is most names (partitioner, 2000-op chain).
+        if candidate not in self.used and candidate.isascii() and candidate.isidentifier() \
+                and candidate not in RESERVED and (allow_builtin or candidate not in _BUILTINS):
+            self.used.add(candidate)
+            return candidate
+        if not (candidate.isascii() and candidate.isidentifier()):
+            candidate = re.sub(r"[^0-9a-zA-Z_]+", "_", candidate) or "_unnamed"
+            if candidate[0].isdigit():
+                candidate = "_" + candidate
+        base, sep, digits = candidate.rpartition("_")  # "<base>_<n>" (ASCII by now)
+        if sep and digits.isdigit():
+            num = int(digits)
+        else:
+            base, num = candidate, None
+        illegal = RESERVED if allow_builtin else _ILLEGAL
         name = candidate
         while name in self.used or name in illegal:
             num = max(self.base_count.get(base, 0), num or 0) + 1

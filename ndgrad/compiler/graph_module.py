@@ -59,12 +59,24 @@ def _assign_attr(obj, to_module, target: str) -> None:
     setattr(to_module, field, obj)
 
 
+class _LazyForward:
+    """``GraphModule.forward`` before the code is generated: reading it generates the code,
+    which installs the real ``forward`` on the instance's own class (shadowing this)."""
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        obj.recompile()
+        return type(obj).forward.__get__(obj, cls)
+
+
 class GraphModule(Module):
     """A module whose ``forward`` is generated from ``graph``.
 
     ``root`` is a module (the attributes the graph names are taken from it) or a dict from
-    qualified name to object. ``code`` is the generated source; ``recompile()`` regenerates it
-    after the graph changed.
+    qualified name to object. ``code`` is the generated source, made when ``code`` or ``forward``
+    is first read (as PyTorch's ``_LazyGraphModule``); ``recompile()`` regenerates it after the
+    graph changed.
 
     >>> import ndgrad
     >>> from ndgrad.compiler import capture
@@ -82,6 +94,8 @@ class GraphModule(Module):
         base = next(c for c in cls.__mro__ if c.__dict__.get("_impl") is not True)
         impl = type("GraphModuleImpl", (base,), {"_impl": True})
         return object.__new__(impl)
+
+    forward = _LazyForward()
 
     def __init__(self, root, graph: Graph, class_name: str = "GraphModule"):
         super().__init__()
@@ -111,10 +125,17 @@ class GraphModule(Module):
     def graph(self, g: Graph) -> None:
         self.__dict__["_graph"] = g
         g.owning_module = self
-        self.recompile()
+        # The code is generated when first needed (``forward`` or ``code`` read): a backend that
+        # compiles the graph itself never runs it (3 modules cost ~0.35 s on the 2000-op chain's
+        # first call, benchmarks/compile.py); until then ``_LazyForward`` stands in.
+        self.__dict__.pop("_code", None)
+        if "forward" in type(self).__dict__:
+            delattr(type(self), "forward")
 
     @property
     def code(self) -> str:
+        if "_code" not in self.__dict__:
+            self.recompile()
         return self.__dict__["_code"]
 
     def recompile(self):

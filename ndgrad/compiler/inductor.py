@@ -142,14 +142,23 @@ def _full_args(n: Node):
 class _PW:
     """A pointwise node's lowering: its tree, and whether NumPy's ufuncs and/or C can run it."""
 
-    __slots__ = ("tree", "meta", "numpy", "c")
+    __slots__ = ("tree", "meta", "numpy", "c", "leaves")
 
-    def __init__(self, tree, meta, numpy_ok: bool, c_ok: bool):
+    def __init__(self, tree, meta, numpy_ok: bool, c_ok: bool, lvs: list):
         self.tree, self.meta, self.numpy, self.c = tree, meta, numpy_ok, c_ok
+        self.leaves = lvs  # leaves(tree), read by grouping and emission
 
 
 def _dummy_shape(m: TensorMeta) -> tuple:
-    return tuple(min(s, 2) for s in m.shape)
+    d = _DUMMY_SHAPES.get(m.shape)
+    if d is None:  # few distinct shapes per graph: one tuple each (generate, 2000-op chain)
+        if len(_DUMMY_SHAPES) > 4096:
+            _DUMMY_SHAPES.clear()
+        d = _DUMMY_SHAPES[m.shape] = tuple(min(s, 2) for s in m.shape)
+    return d
+
+
+_DUMMY_SHAPES: dict = {}
 
 
 def _dummy(m: TensorMeta):
@@ -181,12 +190,15 @@ def _pointwise(n: Node, cpu: bool):
     if tree is None:
         return None
     lvs = leaves(tree)
-    try:
-        shape = np.broadcast_shapes(*(lf.value.meta["val"].shape for lf in lvs))
-    except ValueError:
-        return None
-    if tuple(shape) != tuple(out.shape):
-        return None
+    out_shape = tuple(out.shape)
+    # operands of the output's own shape (most) need no broadcast_shapes (generate's hot loop)
+    if not lvs or not all(tuple(lf.value.meta["val"].shape) == out_shape for lf in lvs):
+        try:
+            shape = np.broadcast_shapes(*(lf.value.meta["val"].shape for lf in lvs))
+        except ValueError:
+            return None
+        if tuple(shape) != out_shape:
+            return None
     sig = (n.target.name, out.dtype.np, *(
         (a.value.meta["val"].dtype.np, _dummy_shape(a.value.meta["val"])) if isinstance(a, Leaf)
         else (type(a), repr(a)) for a in conv))
@@ -199,7 +211,7 @@ def _pointwise(n: Node, cpu: bool):
             and all(lf.value.meta["val"].dtype.np in _C_TYPES for lf in lvs))
     if not (numpy_ok or c_ok):
         return None
-    return _PW(tree, out, numpy_ok, c_ok)
+    return _PW(tree, out, numpy_ok, c_ok, lvs)
 
 
 def _n_ops(tree) -> int:
@@ -261,7 +273,7 @@ class _Group:
             return False
         new = {}
         splits = set(self.splits)
-        for lf in leaves(pw.tree):
+        for lf in pw.leaves:
             a = lf.value
             if a in self.index:
                 continue
@@ -386,7 +398,7 @@ class _Gen:
         name = self.names[n]
         m = pw.meta
         out = None
-        for lf in leaves(pw.tree):  # the dying operand's own buffer, if it is reusable
+        for lf in pw.leaves:  # the dying operand's own buffer, if it is reusable
             a = lf.value
             am = _meta(a)
             if (a in dying and a in self.owned and a not in self.pinned and a not in self.moved
@@ -401,7 +413,7 @@ class _Gen:
         # (a fresh array of at most one dimension is contiguous whatever its operands' layout)
         strided = len(m.shape) > 1 and any(
             lf.value.op == "placeholder" or not _contiguous(_meta(lf.value))
-            for lf in leaves(pw.tree))
+            for lf in pw.leaves)
         temps = []
 
         def temp():
@@ -450,7 +462,7 @@ class _Gen:
             ct = _C_TYPES[pw.meta.dtype.np]
             if ct == "unsigned char":  # a comparison: computed in its operands' float type
                 fl = [loc[_source(lf.value)][1] if lf.value not in inside
-                      else pws[lf.value].meta.dtype.np for lf in leaves(pw.tree)]
+                      else pws[lf.value].meta.dtype.np for lf in pw.leaves]
                 work = "double" if np.dtype(np.float64) in fl else "float"
             else:
                 work = ct
@@ -662,7 +674,7 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None,
                 order.append(("node", n))
             continue
         if open_g is not None and (n.op == "output" or
-                                   any(a in open_g.index for a in n.all_input_nodes)):
+                                   any(a in open_g.index for a in n._input_nodes)):
             close()
         order.append(("node", n))
     close()
@@ -673,12 +685,12 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None,
                      and all(u in grouped for u in x.users))]
     for n in nodes:  # an owned value read by any other op may be viewed by it: never reused
         if n not in pws:
-            g.pinned.update(n.all_input_nodes)
+            g.pinned.update(n._input_nodes)
     # last uses per scheduled item (a group reads through expands to their sources)
     last_item: dict = {}
     for i, (kind, x) in enumerate(order):
         for m in (x.members if kind == "group" else [x]):
-            for a in m.all_input_nodes:
+            for a in m._input_nodes:
                 last_item[a] = i
                 if kind == "group":
                     last_item[_source(a)] = i

@@ -43,7 +43,7 @@ def _ancestors(roots, stop=()) -> set:
         if n in seen or n in stop:
             continue
         seen.add(n)
-        stack += n.all_input_nodes
+        stack.extend(n._input_nodes)  # the dict itself: no list copy per node
     return seen
 
 
@@ -109,7 +109,7 @@ class _Joint:
         self.tangent_dep: set = set(self.tangents)
         for n in self.nodes:
             if n.op in ("call_function", "call_method") and \
-                    any(a in self.tangent_dep for a in n.all_input_nodes):
+                    any(a in self.tangent_dep for a in n._input_nodes):
                 self.tangent_dep.add(n)
         # The forward: what the outputs need, random draws and writes that do not read tangents,
         # and every getitem of a forward value (a tuple is never saved whole).
@@ -293,7 +293,7 @@ def min_cut_rematerialization_partition(joint_module: GraphModule, _joint_inputs
             flow.edge(S, 2 * i, _INF)  # must be computed in the forward
         if _bw_reads(j, n):
             flow.edge(2 * i + 1, T, _INF)  # the backward reads it
-        for a in n.all_input_nodes:
+        for a in n._input_nodes:
             if a in idx:
                 flow.edge(2 * idx[a] + 1, 2 * i, _INF)
     flow.max_flow(S, T)

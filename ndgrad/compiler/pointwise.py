@@ -180,8 +180,8 @@ def c_expr(tree, ctype: str, leaf) -> str:
             return leaf(t)
         if type(t) is not tuple:
             return _c_num(t, ctype)
-        op, *xs = t
-        a = [go(x) for x in xs]
+        op = t[0]
+        a = list(map(go, t[1:]))  # no comprehension frame per tree node (generate, 2000-op chain)
         if op in _C_BIN:
             return f"({a[0]} {_C_BIN[op]} {a[1]})"
         if op in _C_CMP:

@@ -220,6 +220,31 @@ def test_node_metadata_shape_dtype_device_grad_stride_and_user_stack():
     assert "ndgrad/_ops" not in trace and "ndgrad/compiler" not in trace
 
 
+def test_stack_trace_holds_the_frames_above_the_capture_entry():
+    from ndgrad.compiler.aot import aot_function, nop
+
+    def outer(f, x):
+        return f(x)  # the frames above aot's capture are in every node's trace
+
+    def fn(x):
+        y = x.sin()
+        return y * 2
+
+    traces = {}
+
+    def compiler(gm, example_inputs):
+        for n in gm.graph.find_nodes(op="call_function"):
+            traces[str(n.target)] = n.meta.get("stack_trace") or ""
+        return nop(gm, example_inputs)
+
+    outer(aot_function(fn, compiler), nd.randn(3, requires_grad=True))
+    sin, mul = traces["aten.sin.default"], traces["aten.mul.Tensor"]
+    assert "y = x.sin()" in sin and "return y * 2" in mul  # each op at its own line
+    for t in (sin, mul):
+        assert "return f(x)  # the frames above" in t and t.index("in outer") < t.index("in fn")
+        assert "ndgrad/compiler" not in t
+
+
 def test_capture_inside_a_mode_and_no_cost_after():
     from ndgrad.utils._python_dispatch import TorchDispatchMode
 

@@ -167,6 +167,27 @@ def test_graph_module_code_frees_values_and_recompiles():
     assert text.startswith("class GraphModule(ndgrad.nn.Module):\n    def forward(self, x, w):")
 
 
+def test_graph_module_generates_its_code_when_first_needed():
+    import inspect
+
+    gm = GraphModule(nn.Module(), _mlp_graph())
+    assert "_code" not in gm.__dict__  # a backend compiling the graph itself never pays for it
+    assert list(inspect.signature(gm.forward).parameters) == ["x", "w"]  # reading generates it
+    assert gm.code.startswith("def forward(self, x, w):")
+    x, w = nd.randn(2, 3), nd.randn(4, 3)
+    lazy = GraphModule(nn.Module(), _mlp_graph())
+    np.testing.assert_array_equal(lazy(x, w).numpy(), (x @ w.t()).relu().numpy())
+    g = Graph()
+    a, b = g.placeholder("a"), g.placeholder("b")
+    g.output(g.call_function(aten.sub.Tensor, (a, b)))
+    g.boxed = True
+    lazy.graph = g  # a new graph: code and forward follow it, boxed as the graph says
+    assert "_code" not in lazy.__dict__ and lazy.forward._boxed_call
+    args = [x, x * 2]
+    np.testing.assert_array_equal(lazy(args).numpy(), (-x).numpy())
+    assert args == [] and "aten.sub.Tensor(a, b)" in lazy.code
+
+
 def test_graph_module_attributes_methods_modules_and_literals():
     lin = nn.Linear(3, 2)
     root = nn.Module()
