@@ -20,6 +20,8 @@ tangent for the base first when a view without one is written.
 
 from __future__ import annotations
 
+import functools
+import operator
 import threading
 import weakref
 from collections import namedtuple
@@ -60,6 +62,8 @@ _local = _Local()
 _NO_FW = object()  # fw_grad marker: no tangent, and do not look through the base (unpack_dual's primal)
 _make = Tensor._make
 _ref = weakref.ref
+_deref = weakref.ref.__call__
+_alive = functools.partial(operator.is_not, None)  # (a tensor's truth value is not its liveness)
 
 
 # --- levels ---
@@ -85,9 +89,10 @@ def exit_dual_level(*, level=None) -> None:
             "not supported."
         )
     dispatch_mode.remove(_MODE)  # wherever it sits: a mode pushed after ours may still be active
-    for ref in _state.tracked:
-        t = ref()
-        if t is not None and t._meta is not None and t._meta.fw_grad is not _NO_FW:
+    # Most tracked tensors are dead by now: map/filter skip them in C (~10 bytecodes per op of
+    # the chain benchmark's forward AD).
+    for t in filter(_alive, map(_deref, _state.tracked)):
+        if t._meta is not None and t._meta.fw_grad is not _NO_FW:
             t._meta.fw_grad = None
     _state.tracked = []
     _state.level = None
@@ -103,8 +108,6 @@ class dual_level:  # noqa: N801 - PyTorch's name
         exit_dual_level()
 
     def __call__(self, fn):
-        import functools
-
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with dual_level():
