@@ -21,6 +21,7 @@ from ..autograd.node import _root, shared_view
 from ..autograd.saved import _hooks, hooks_in_use
 from ..nn.modules.module import Module
 from .capture import Capture, paused
+from .graph_module import HandedOver
 from .partitioners import default_partition, min_cut_rematerialization_partition
 
 __all__ = ["aot_function", "aot_module", "aot_module_simplified", "make_boxed_func",
@@ -65,7 +66,8 @@ def _call(f, args: list):
 # --- pytrees of tuples, lists and dicts ---
 def _flatten(x, leaves: list):
     if isinstance(x, (tuple, list)):
-        return (type(x), tuple(_flatten(y, leaves) for y in x))
+        tp = list if type(x) is HandedOver else type(x)
+        return (tp, tuple(_flatten(y, leaves) for y in x))
     if type(x) is dict:
         return (dict, tuple(x), tuple(_flatten(v, leaves) for v in x.values()))
     leaves.append(x)
@@ -115,7 +117,10 @@ class _Entry:
         self.bw_takes_arrays = False
 
     def run(self, leaves: list):
+        """Run on ``leaves`` (the flattened arguments), which it empties: the compiled code
+        (boxed) then holds the only references to its inputs."""
         tensors = [leaves[i] for i in self.tensor_idx]
+        leaves.clear()
         if self.fn_cls is not None:
             outs = self.fn_cls.apply(*tensors)
             if type(outs) is not tuple:
@@ -381,6 +386,9 @@ class AOTFunction:
     def __call__(self, *args, **kwargs):
         leaves: list = list(self.lifted)
         spec = _flatten((args, kwargs), leaves)
+        for a in args:
+            if type(a) is HandedOver:  # its values are in leaves now
+                a.clear()
         key = (spec, _grad_state.grad_enabled, tuple(_leaf_key(x) for x in leaves))
         entry = self.cache.get(key)
         if entry is None:

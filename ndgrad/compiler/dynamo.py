@@ -25,6 +25,7 @@ from .backends import lookup_backend
 from .breaks import _Breaks, breaks_detected, no_breaks, tls
 from .capture import _call_user, capture_for
 from .exc import BackendCompilerFailed
+from .graph_module import HandedOver
 from .guards import GuardSet
 from .logs import artifact
 
@@ -251,6 +252,7 @@ class CompiledFunction:
         self.compile_times: list = []
         self.warned = False
         self.backward_compiler = None
+        self.boxed = bool(getattr(fn, "_boxed_call", False))  # forward(self, inputs) empties it
         _all.add(self)
 
     def clear(self) -> None:
@@ -296,6 +298,12 @@ class CompiledFunction:
                 _STATS["cache_hits"] += 1
                 e.hits += 1
                 if e.kind == "graph":
+                    if self.boxed and len(args) == 1 and type(args[0]) is list:
+                        # as the function itself would, the caller's list is emptied; the
+                        # values go on in a HandedOver list, which AOT empties in turn
+                        lst = args[0]
+                        args = (HandedOver(lst),)
+                        lst.clear()
                     t = tls
                     t.compiling += 1
                     try:

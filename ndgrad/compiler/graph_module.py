@@ -59,6 +59,16 @@ def _assign_attr(obj, to_module, target: str) -> None:
     setattr(to_module, field, obj)
 
 
+class HandedOver(list):
+    """A list of inputs its caller gives up: a callee may empty it once it has taken the values,
+    so each value lives only as long as the code reading it needs it. ``ndgrad.compile`` of a
+    boxed GraphModule (``forward(self, inputs)`` empties its list; compiled autograd's graphs)
+    passes the values on in one, and AOT autograd empties it (the boxed convention carried
+    through dynamo and AOT)."""
+
+    __slots__ = ()
+
+
 class _LazyForward:
     """``GraphModule.forward`` before the code is generated: reading it generates the code,
     which installs the real ``forward`` on the instance's own class (shadowing this)."""

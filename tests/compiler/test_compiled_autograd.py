@@ -401,3 +401,45 @@ def test_config_compiled_autograd_compiles_backward_inside_compiled_code(kwargs)
     np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy(), rtol=1e-6)
     assert ca.counters["captures"] == 1 and ca.counters["cache_hits"] >= 2
     assert nd._dynamo.compiled_autograd is ca
+
+
+def test_ndgrad_compile_backend_frees_each_saved_value_after_its_last_use():
+    """Through ndgrad.compile (dynamo, AOT, inductor) the input list is handed over down to the
+    generated code: a saved value is gone before a hook that runs after its last use, as with
+    compile_inductor and as in eager; the caller's list is emptied, as the boxed graph does."""
+    import weakref
+
+    seen = []
+    x = nd.randn(64, dtype=nd.float64, requires_grad=True)
+    x.register_hook(lambda g: seen.append(ref() is None))  # at x's accumulation: after exp's
+
+    def step():
+        nonlocal ref
+        e = (x * 2).exp()  # ExpBackward saves its output: only the graph holds it
+        ref = weakref.ref(e._data)
+        z = e.sum()
+        del e
+        x.grad = None
+        with ca._enable(_inductor):
+            z.backward()
+        return x.grad.numpy().copy()
+
+    ref = None
+    want = 2 * np.exp(2 * x.detach().numpy())
+    for _ in range(4):  # the capture, then cache hits (the first one compiles the graph)
+        np.testing.assert_allclose(step(), want, rtol=1e-12)
+    assert ca.counters["captures"] == 1 and ca.counters["cache_hits"] == 3
+    assert seen[2:] == [True, True]  # freed before the hook once the graph is compiled
+
+
+def test_ndgrad_compile_of_a_boxed_graph_empties_the_callers_list():
+    gm = nd.fx.symbolic_trace(lambda a, b: a * b + 1,
+                              concrete_args={"a": nd.ones(3), "b": nd.ones(3)})
+    gm.graph.boxed = True  # forward(self, inputs), which empties its list
+    gm.recompile()
+    f = nd.compile(gm, backend="inductor")
+    for _ in range(3):  # the capture, then cache hits
+        a, b = nd.ones(3), nd.full((3,), 2.0)
+        lst = [a, b]
+        out = f(lst)
+        assert lst == [] and out.tolist() == [3.0, 3.0, 3.0]
