@@ -143,7 +143,7 @@ def _flat_inputs(args: tuple, kwargs, graph) -> dict | None:
     when anything is nested or foreign (the general walk then handles it, or raises). Most nodes
     are flat: node creation is ~1/3 faster (the 2000-op chain's capture and partition)."""
     found: dict = {}
-    for a in args:
+    for a in (args + tuple(kwargs.values())) if kwargs else args:
         t = type(a)
         if t is Node:
             if a.graph is not graph:
@@ -151,15 +151,6 @@ def _flat_inputs(args: tuple, kwargs, graph) -> dict | None:
             found[a] = None
         elif t not in _ATOMS:
             return None
-    if kwargs:
-        for a in kwargs.values():
-            t = type(a)
-            if t is Node:
-                if a.graph is not graph:
-                    return None
-                found[a] = None
-            elif t not in _ATOMS:
-                return None
     return found
 
 
