@@ -231,11 +231,25 @@ def _walk(root, needed=None, release=False):
                 layouts[n] = hooks = _hooks_key(n._extra, slots)
                 append(hooks)
             append(n._in_meta)
-            if t in known and needed is None:
-                saved = n._saved  # a generated op node (the hot case, inlined)
+            if t is AccumulateGrad:
+                slots.append(n)
+                append(len(slots) - 1)
+                continue
+            if needed is not None and n not in needed:
+                append(False)  # off every path to the inputs: never runs, nothing unpacked
+            elif t not in known and issubclass(t, BackwardCFunction):
+                slots.append(n)  # a custom Function: applied by one opaque call
+                append(len(slots) - 1)
+                opaque[n] = len(slots) - 1
+            else:  # a generated op node (the hot case): arguments, then saved values
+                if t not in known:
+                    if not issubclass(t, OpNode):
+                        raise _Unsupported(f"node {n.name()} of class {t.__name__}")
+                    known.add(t)
+                saved = n._saved
                 if saved is None:
                     raise RuntimeError(_FREED)
-                append(n._args)
+                append(n._args)  # (frozen by the caller if unhashable)
                 for x in saved:
                     if x is None:  # a formula that will not run saved nothing
                         append(None)
@@ -257,26 +271,6 @@ def _walk(root, needed=None, release=False):
                     n._saved = None
                     taken.append(n)
                     taken.append(saved)
-            elif t is AccumulateGrad:
-                slots.append(n)
-                append(len(slots) - 1)
-                continue
-            elif needed is not None and n not in needed:
-                append(False)  # off every path to the inputs: never runs, nothing unpacked
-            elif t not in known and issubclass(t, BackwardCFunction):
-                slots.append(n)  # a custom Function: applied by one opaque call
-                append(len(slots) - 1)
-                opaque[n] = len(slots) - 1
-            else:
-                if t not in known:
-                    if not issubclass(t, OpNode):
-                        raise _Unsupported(f"node {n.name()} of class {t.__name__}")
-                    known.add(t)
-                _op_node_key(n, append, inputs, slots, input_of)
-                if release:
-                    taken.append(n)
-                    taken.append(n._saved)
-                    n._saved = None
         for e in n.next_edges:
             if e is None:
                 append(None)
@@ -294,30 +288,6 @@ def _walk(root, needed=None, release=False):
         append(a.shape)
         append(a.dtype)
     return order, layouts, key, inputs, slots
-
-
-def _op_node_key(n, append, inputs, slots, input_of) -> None:
-    """A generated op node's non-tensor arguments and saved values into the key; its saved
-    arrays into ``inputs``."""
-    saved = n._saved
-    if saved is None:
-        raise RuntimeError(_FREED)
-    args = n._args
-    append(_freeze(args) if args else args)
-    for x in saved:
-        tx = type(x)
-        if tx is SavedTensor and x.tensor is None and x.vc[0] == x.version:
-            a = x.data  # a saved output (hot case)
-        elif tx is Tensor and not (x._vc is not None and x._vc[0]):
-            a = x._data  # a saved input at version 0: the tensor itself (hot case)
-        else:
-            append(_saved_key(n, x, inputs, slots))
-            continue
-        k = input_of.get(id(a))
-        if k is None:
-            k = input_of[id(a)] = len(inputs)
-            inputs.append(a)
-        append(k)
 
 
 def _hooks_key(extra, slots) -> tuple:
