@@ -34,7 +34,7 @@ from .. import _backend
 from .. import _dtype as D
 from .._ops.registry import _KIND, PROMOTE_FLOAT, _scalar_kind
 from .._tensor import Tensor, refresh_view
-from . import cpp
+from . import codecache, cpp
 from .aot import aot_module_simplified
 from .capture import _set_grad_enabled
 from .logs import artifact
@@ -53,7 +53,8 @@ counters = {"compiled": 0, "cache_hits": 0, "direct": 0, "dispatched": 0, "point
 _POOL_PER_KEY = 2  # dead buffers kept per (shape, dtype) for reuse; older ones are dropped
 _C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
             np.dtype(np.bool_): "unsigned char"}
-_DEFAULTS = {"cpp_fusion": None, "max_autotune": False, "triton.cudagraphs": False}
+_DEFAULTS = {"cpp_fusion": None, "max_autotune": False, "triton.cudagraphs": False,
+             "fx_graph_cache": None}
 
 
 def list_options() -> list:
@@ -293,13 +294,23 @@ class _Group:
 
 
 # --- code generation ---
+def _base_env(xp) -> dict:
+    """The globals every generated function starts from."""
+    return {"_nd": np.ndarray, "_adopt": _backend.adopt, "_refresh": refresh_view,
+            "_wrap": _wrap, "_unwrap": _unwrap_out, "_np": xp,
+            "_empty": xp.empty, "_cont": xp.ascontiguousarray,
+            **{f"_u_{u}": getattr(xp, u) for u in UFUNCS}}
+
+
+_VALUE = object()  # glob's default recipe: whatever codecache.recipe makes of the object
+
+
 class _Gen:
     def __init__(self, gm, xp, cpp_fusion: bool):
         self.gm = gm
-        self.env: dict = {"_nd": np.ndarray, "_adopt": _backend.adopt, "_refresh": refresh_view,
-                          "_wrap": _wrap, "_unwrap": _unwrap_out, "_np": xp,
-                          "_empty": xp.empty, "_cont": xp.ascontiguousarray,
-                          **{f"_u_{u}": getattr(xp, u) for u in UFUNCS}}
+        self.env: dict = _base_env(xp)
+        self.recipes: dict = {}  # global name -> how another process makes it (codecache)
+        self.out: tuple = ()  # (source, globals, C source) once generated
         self.lines: list = []
         self.names: dict = {}  # node -> variable holding its array
         self.orig: dict = {}  # placeholder node -> variable holding its tensor
@@ -314,7 +325,7 @@ class _Gen:
         self.xp = xp
         self.consts: dict = {}  # (value, dtype) -> global of a 0-d array
 
-    def glob(self, obj, hint: str) -> str:
+    def glob(self, obj, hint: str, recipe=_VALUE) -> str:
         k = id(obj)
         name = self.globals.get(k)
         if name is None:
@@ -326,6 +337,7 @@ class _Gen:
                 name = f"_{base}_{i}"
             self.env[name] = obj
             self.globals[k] = name
+            self.recipes[name] = codecache.recipe(obj) if recipe is _VALUE else recipe
         return name
 
     def temp(self) -> str:
@@ -525,7 +537,7 @@ class _Gen:
         n_args = len(ins) + len(outs)
         self.c_kernels.append((kname, src, f"void {kname}({', '.join(['void *'] * n_args)});"))
         call = [f"_fb(_cont({self.names[args[i]]}))" if isinstance(args[i], Node)
-                else self.glob(cpp.null(), "NULL") for i in ins]
+                else self.glob(cpp.null(), "NULL", ("null", None)) for i in ins]
         names = []
         for shape, dt in outs:
             o = self.temp()
@@ -552,7 +564,7 @@ class _Gen:
             obj = gm
             for atom in n.target.split("."):
                 obj = getattr(obj, atom)
-            ref = self.glob(obj, n.target)
+            ref = self.glob(obj, n.target, ("attr", n.target))
             body.append(f"    {name} = {ref}._data" if isinstance(obj, Tensor)
                         else f"    {name} = {ref}")
         elif n.op == "call_method" and n.target == "detach":
@@ -566,7 +578,7 @@ class _Gen:
         elif n.op == "call_function" and getattr(n.target, "kind", None) is not None \
                 and _direct(n):
             rec = n.target
-            f = self.glob(rec.fwd, f"f_{rec.name}")
+            f = self.glob(rec.fwd, f"f_{rec.name}", codecache.forward_recipe(rec))
             args = ", ".join(self.arr(a) for a in _full_args(n))
             body.append(f"    {name} = {f}({args})")
             if rec.kind != "view":
@@ -625,9 +637,13 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None,
     arrays, not the tensors (compiled autograd's runner). ``bare``: the placeholders and
     outputs AOT marks as private saved values (``gm.meta["array_placeholders"]``,
     ``["bare_outputs"]``) are arrays, not Tensors."""
-    xp, cpu = _device_of(gm, example_inputs)
     if cpp_fusion is None:
         cpp_fusion = cpp.available()
+    return _generate(gm, *_device_of(gm, example_inputs), cpp_fusion, array_inputs, bare).out
+
+
+def _generate(gm, xp, cpu: bool, cpp_fusion: bool, array_inputs: bool, bare: bool) -> _Gen:
+    """``generate``'s work; the result's ``out`` is what ``generate`` returns."""
     cpp_fusion = bool(cpp_fusion) and cpu
     g = _Gen(gm, xp, cpp_fusion)
     nodes = list(gm.graph.nodes)
@@ -735,7 +751,8 @@ def generate(gm, example_inputs=None, cpp_fusion: bool | None = None,
     if g.c_kernels:
         c_src = cpp.prelude() + "\n" + "\n".join(k[1] for k in g.c_kernels)
         g.env["_cdef"] = "\n".join(k[2] for k in g.c_kernels)
-    return src, g.env, c_src
+    g.out = (src, g.env, c_src)
+    return g
 
 
 def _output(g: _Gen, out, bare=()) -> tuple:
@@ -768,8 +785,20 @@ def _output(g: _Gen, out, bare=()) -> tuple:
     return pre, expr
 
 
-def _build(gm, example_inputs, cpp_fusion, array_inputs=False, bare=True):
-    src, env, c_src = generate(gm, example_inputs, cpp_fusion, array_inputs, bare)
+def _build(gm, example_inputs, cpp_fusion, array_inputs=False, bare=True, disk_cache=False):
+    xp, cpu = _device_of(gm, example_inputs)
+    cpp_fusion = bool(cpp_fusion) and cpu
+    key = codecache.graph_key(gm, cpp_fusion, array_inputs, bare) \
+        if disk_cache and cpu else None  # (the arrays of other devices' code are not pickled)
+    found = _from_disk(key, gm) if key is not None else None
+    if found is not None:
+        src, env, c_src = found
+    else:
+        g = _generate(gm, xp, cpu, cpp_fusion, array_inputs, bare)
+        src, env, c_src = g.out
+        if key is not None and None not in g.recipes.values():
+            codecache.save(key, {"src": src, "c_src": c_src, "cdef": env.get("_cdef", ""),
+                                 "recipes": g.recipes})
     if c_src:
         env["_lib"] = _LazyLib(cpp.start(c_src, env["_cdef"]), env)
     code = _CODE_CACHE.get(src)
@@ -789,6 +818,23 @@ def _build(gm, example_inputs, cpp_fusion, array_inputs=False, bare=True):
     fn.c_source = c_src
     fn.graph_module = gm
     return fn
+
+
+def _from_disk(key: str, gm):
+    """``generate``'s result for ``gm`` from the graph cache, globals made again (None: a miss,
+    or an entry whose globals no longer resolve)."""
+    entry = codecache.load(key)
+    if entry is None:
+        return None
+    env = _base_env(np)
+    try:
+        for name, r in entry["recipes"].items():
+            env[name] = codecache.remake(r, gm)
+    except (LookupError, AttributeError):
+        return None
+    if entry["c_src"]:
+        env["_cdef"] = entry["cdef"]
+    return entry["src"], env, entry["c_src"]
 
 
 class _LazyLib:
@@ -843,11 +889,12 @@ def compile_fx_inner(gm, example_inputs, options: dict | None = None, *,
     if want_c is None:
         want_c = cpp.available()
     bare = not opts["triton.cudagraphs"]  # the CUDA-graph wrapper copies Tensors out
-    fn = _build(gm, example_inputs, want_c, array_inputs, bare)
+    disk = codecache.enabled(opts["fx_graph_cache"])
+    fn = _build(gm, example_inputs, want_c, array_inputs, bare, disk)
     if opts["max_autotune"] and want_c and fn.c_source and example_inputs is not None \
             and _pure(gm) and all(isinstance(x, Tensor) or not hasattr(x, "shape")
                                   for x in example_inputs):
-        alt = _build(gm, example_inputs, False, array_inputs, bare)
+        alt = _build(gm, example_inputs, False, array_inputs, bare, disk)
         if _time(alt, example_inputs) < _time(fn, example_inputs):
             log.info("max_autotune: NumPy code beats fused C for %s", gm.__class__.__name__)
             fn = alt
