@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import sys
 import tempfile
 from pathlib import Path
@@ -114,7 +115,14 @@ def step(x, params, variant: str, tmp: Path) -> dict:
         del h
         before, forward_peak = memory.current_bytes(), memory.peak_bytes()
         memory.reset_peak()
-        loss.backward()
+        # The collector off during backward: the cyclic garbage user hooks leave (np.load's
+        # header parse) is then the same in every variant, not whatever was left uncollected
+        # when the collector last ran, which depends on how many objects each engine allocates.
+        gc.disable()
+        try:
+            loss.backward()
+        finally:
+            gc.enable()
         backward_peak = memory.peak_bytes() - before
         del loss
     for f in files:

@@ -518,6 +518,13 @@ def _backward(root, task, reentrant: bool = False, moded: bool = False) -> bool:
     mode, which must see the engine's own op calls; a graph it cannot capture)."""
     if reentrant:  # by design (reentrant checkpointing): said at INFO
         return _fallback("a backward inside a backward (re-entrant)", logging.INFO)
+    try:
+        return _backward_walked(root, task, moded)
+    finally:  # the walk's tables: the graph's nodes must not outlive the backward through them
+        _tls.index = _tls.input_of = _tls.packed_slot = _tls.opaque_nodes = None
+
+
+def _backward_walked(root, task, moded: bool) -> bool:
     if moded:  # e.g. a compile capturing the code that calls backward(): INFO too
         return _fallback("a dispatch mode is active", logging.INFO)
     keep_graph = task.keep_graph
@@ -569,6 +576,7 @@ def _backward(root, task, reentrant: bool = False, moded: bool = False) -> bool:
         _last[0] = (list(key), fn)
     del key
     _tls.taken = None  # the walk released the saved values: the graph will be their only owner
+    _tls.input_of = _tls.packed_slot = _tls.opaque_nodes = None  # read by a capture only
     del order, root
     _tls.slots = slots
     del slots

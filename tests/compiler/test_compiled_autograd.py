@@ -443,3 +443,21 @@ def test_ndgrad_compile_of_a_boxed_graph_empties_the_callers_list():
         lst = [a, b]
         out = f(lst)
         assert lst == [] and out.tolist() == [3.0, 3.0, 3.0]
+
+
+@pytest.mark.parametrize("compiler", [GM, ca.compile_inductor])
+def test_graph_does_not_outlive_its_backward(compiler):
+    """Nothing compiled autograd keeps between backwards refers to the graph it walked: once the
+    output is dropped, every node is freed (capture and cache hit alike)."""
+    import weakref
+
+    x = nd.randn(4, requires_grad=True)
+    w = nd.randn(4)
+    for _ in range(3):  # the capture, then cache hits
+        y = ((x * w).tanh() + 1).sum()
+        nodes = [weakref.ref(y.grad_fn), weakref.ref(y.grad_fn.next_functions[0][0])]
+        with ca._enable(compiler):
+            y.backward()
+        del y
+        assert [r() for r in nodes] == [None, None]
+    assert ca.counters["captures"] == 1 and ca.counters["cache_hits"] == 2
