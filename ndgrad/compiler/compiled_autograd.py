@@ -207,9 +207,8 @@ def _walk(root, needed=None, release=False):
     and dtype appended to the key once, after the walk. ``release``: each generated op node's
     saved values are taken off it as they are read (``_restore`` puts them back), so that
     ``inputs`` is their only owner."""
-    order = [root]
-    index = _tls.index = {root: 0}
-    stack = [root]
+    index = _tls.index = {root: 0}  # (in visit order: the order, as the dict keeps it)
+    stack: list = []
     inputs: list = [g._data for g in root.grads]  # arrays: a Tensor is made only if needed
     slots: list = []
     _tls.packed_slot = {}  # id(PackedSaved) -> its slot (read by _capture)
@@ -221,56 +220,43 @@ def _walk(root, needed=None, release=False):
     get = input_of.get
     known = _OP_NODES
     taken = _tls.taken = [] if release else None  # node, its saved values, node, ...
-    pop, push, visit = stack.pop, stack.append, order.append
-    while stack:
-        n = pop()
-        if n is not root:
-            t = type(n)
+    pop, push = stack.pop, stack.append
+    plain = needed is None  # else every node takes the general path
+    n = root
+    while n is not None:
+        t = type(n)
+        if t in known and n._extra is None and plain:  # the hot case: an op node, no hooks
+            saved = n._saved
+            if saved is None:
+                raise RuntimeError(_FREED)
             append(t)
-            if n._extra is not None:
-                layouts[n] = hooks = _hooks_key(n._extra, slots)
-                append(hooks)
             append(n._in_meta)
-            if t is AccumulateGrad:
-                slots.append(n)
-                append(len(slots) - 1)
-                continue
-            if needed is not None and n not in needed:
-                append(False)  # off every path to the inputs: never runs, nothing unpacked
-            elif t not in known and issubclass(t, BackwardCFunction):
-                slots.append(n)  # a custom Function: applied by one opaque call
-                append(len(slots) - 1)
-                opaque[n] = len(slots) - 1
-            else:  # a generated op node (the hot case): arguments, then saved values
-                if t not in known:
-                    if not issubclass(t, OpNode):
-                        raise _Unsupported(f"node {n.name()} of class {t.__name__}")
-                    known.add(t)
-                saved = n._saved
-                if saved is None:
-                    raise RuntimeError(_FREED)
-                append(n._args)  # (frozen by the caller if unhashable)
-                for x in saved:
-                    if x is None:  # a formula that will not run saved nothing
-                        append(None)
-                        continue
-                    tx = type(x)
-                    if tx is SavedTensor and x.tensor is None and x.vc[0] == x.version:
-                        a = x.data  # a saved output
-                    elif tx is Tensor and not (x._vc is not None and x._vc[0]):
-                        a = x._data  # a saved input at version 0: the tensor itself
-                    else:
-                        append(_saved_key(n, x, inputs, slots))
-                        continue
-                    k = get(id(a))
-                    if k is None:
-                        k = input_of[id(a)] = len(inputs)
-                        inputs.append(a)
-                    append(k)
-                if release:
-                    n._saved = None
-                    taken.append(n)
-                    taken.append(saved)
+            append(n._args)  # (frozen by the caller if unhashable)
+        else:
+            saved = _general_node(n, t, key, layouts, slots, opaque, needed, root)
+        if saved is not None:  # an op node that runs: its saved values
+            for x in saved:
+                if x is None:  # a formula that will not run saved nothing
+                    append(None)
+                    continue
+                tx = type(x)
+                if tx is SavedTensor and x.tensor is None and x.vc[0] == x.version:
+                    a = x.data  # a saved output
+                elif tx is Tensor and not (x._vc is not None and x._vc[0]):
+                    a = x._data  # a saved input at version 0: the tensor itself
+                else:
+                    append(_saved_key(n, x, inputs, slots))
+                    continue
+                k = get(id(a))
+                if k is None:
+                    k = input_of[id(a)] = len(inputs)
+                    inputs.append(a)
+                append(k)
+            if release:
+                n._saved = None
+                taken.append(n)
+                taken.append(saved)
+        new = None  # the last node first reached from here is visited next, without the stack
         for e in n.next_edges:
             if e is None:
                 append(None)
@@ -278,16 +264,53 @@ def _walk(root, needed=None, release=False):
             nxt = e[0]
             i = index.get(nxt)
             if i is None:
-                i = index[nxt] = len(order)
-                visit(nxt)
-                push(nxt)
+                i = index[nxt] = len(index)
+                if new is not None:
+                    push(new)
+                new = nxt
             append(i)
             append(e[1])
+        n = new if new is not None else pop() if stack else None
     append(_INPUTS)
+    order = list(index)
     for a in inputs:
         append(a.shape)
         append(a.dtype)
     return order, layouts, key, inputs, slots
+
+
+def _general_node(n, t, key, layouts, slots, opaque, needed, root):
+    """The key of any node but a hook-free op node outside ``inputs=`` (the walk's hot case);
+    returns the op node's saved values when its formulas will run, else None."""
+    if n is root:
+        return None
+    append = key.append
+    append(t)
+    if n._extra is not None:
+        layouts[n] = hooks = _hooks_key(n._extra, slots)
+        append(hooks)
+    append(n._in_meta)
+    if t is AccumulateGrad:
+        slots.append(n)
+        append(len(slots) - 1)
+        return None
+    if needed is not None and n not in needed:
+        append(False)  # off every path to the inputs: never runs, nothing unpacked
+        return None
+    if t not in _OP_NODES and issubclass(t, BackwardCFunction):
+        slots.append(n)  # a custom Function: applied by one opaque call
+        append(len(slots) - 1)
+        opaque[n] = len(slots) - 1
+        return None
+    if t not in _OP_NODES:
+        if not issubclass(t, OpNode):
+            raise _Unsupported(f"node {n.name()} of class {t.__name__}")
+        _OP_NODES.add(t)
+    saved = n._saved
+    if saved is None:
+        raise RuntimeError(_FREED)
+    append(n._args)
+    return saved
 
 
 def _hooks_key(extra, slots) -> tuple:
