@@ -15,6 +15,8 @@ by its own hash) and, for each global the source names, how to make it again in 
 of those functions by module and name, or a plain value (a number, a dtype, a small array) kept
 as it is. Entries live under ``$NDGRAD_CACHE_DIR`` (as ``cpp``'s libraries), in ``fxgraph/``;
 ``NDGRAD_FX_GRAPH_CACHE=0`` or ``options={"fx_graph_cache": False}`` turns the cache off.
+``ndgrad._dynamo.utils.counters["inductor"]`` counts ``fxgraph_cache_hit``, ``_miss``, ``_bypass``
+(a graph that cannot be cached) and ``fxgraph_lookup_write_file`` (an entry written).
 """
 
 from __future__ import annotations
@@ -32,11 +34,16 @@ from .. import _dtype as D
 from .._backend import Device
 from .._ops.registry import OPS, OpRecord
 from . import cpp
+from .dynamo import counters as _dynamo_counters
 from .node import Node, TensorMeta
 
 __all__ = ["enabled", "graph_key", "recipe", "remake", "load", "save"]
 
-counters = {"hits": 0, "misses": 0, "stored": 0, "uncacheable": 0}
+# PyTorch's counters and names (``torch._dynamo.utils.counters["inductor"]``): found, not
+# found, not cacheable, written.
+counters = _dynamo_counters["inductor"]
+HIT, MISS, BYPASS, STORED = ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass",
+                             "fxgraph_lookup_write_file")
 _version: list = []  # the hash of the sources generation depends on, computed once
 
 
@@ -138,7 +145,7 @@ def graph_key(gm, *flags) -> str | None:
             parts.append(f"{n.op} {n.name} {_target(n.target)} {_arg(n.args, index)} "
                          f"{_arg(n.kwargs, index)} {_val(n.meta.get('val'))}")
     except _Uncacheable:
-        counters["uncacheable"] += 1
+        counters[BYPASS] += 1
         return None
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
 
@@ -199,9 +206,9 @@ def load(key: str) -> dict | None:
         with open(path, "rb") as f:
             entry = pickle.load(f)  # noqa: S301 - our own cache directory
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
-        counters["misses"] += 1
+        counters[MISS] += 1
         return None
-    counters["hits"] += 1
+    counters[HIT] += 1
     return entry
 
 
@@ -220,4 +227,4 @@ def save(key: str, entry: dict) -> None:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         return
-    counters["stored"] += 1
+    counters[STORED] += 1

@@ -5,6 +5,7 @@ later compile of the same graph, in this process or another."""
 from __future__ import annotations
 
 import functools
+from collections import Counter
 import os
 import subprocess
 import sys
@@ -49,16 +50,17 @@ def test_second_compile_loads_the_code_without_generating(fresh, monkeypatch, cp
     x = nd.randn(6, 5, dtype=nd.float64, requires_grad=True)
     w = nd.randn(5, 4, dtype=nd.float64, requires_grad=True)
     comp = functools.partial(compile_fx_inner, options={"cpp_fusion": cpp_fusion})
-    before = dict(codecache.counters)
+    before = Counter(codecache.counters)
     first = aot_function(_fn, comp)
     want = _run(first, x, w)
-    assert codecache.counters["stored"] == before["stored"] + 2  # forward and backward
+    stored = codecache.counters[codecache.STORED] - before[codecache.STORED]
+    assert stored == 2  # forward and backward
     assert len(list(fresh.iterdir())) == 2  # and no temporary left behind
     monkeypatch.setattr(ind, "_CODE_CACHE", {})  # as a new process: only the disk has it
     monkeypatch.setattr(ind, "_generate", _no_generation)
     second = aot_function(_fn, comp)
     got = _run(second, x, w)
-    assert codecache.counters["hits"] == before["hits"] + 2
+    assert codecache.counters[codecache.HIT] == before[codecache.HIT] + 2
     for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(a, b)
     (e1,), (e2,) = first.cache.values(), second.cache.values()
@@ -78,7 +80,7 @@ def test_another_process_loads_the_code(tmp_path):
         f(x)  # captures (the backend compiles at the next call)
         loss = f(x).logsumexp(1).sum()
         loss.backward()
-        print(json.dumps([codecache.counters, loss.item(),
+        print(json.dumps([dict(codecache.counters), loss.item(),
                           [p.grad.sum().item() for p in m.parameters()]]))
     """)
     env = dict(os.environ, NDGRAD_CACHE_DIR=str(tmp_path))
@@ -88,8 +90,9 @@ def test_another_process_loads_the_code(tmp_path):
     import json
 
     (c1, loss1, g1), (c2, loss2, g2) = (json.loads(r) for r in runs)
-    assert c1["stored"] == 2 and c1["hits"] == 0
-    assert c2["hits"] == 2 and c2["stored"] == 0 and c2["misses"] == 0
+    hit, stored = codecache.HIT, codecache.STORED
+    assert c1[stored] == 2 and c1.get(hit, 0) == 0
+    assert c2[hit] == 2 and c2.get(stored, 0) == 0 and c2.get(codecache.MISS, 0) == 0
     assert loss1 == loss2 and g1 == g2
 
 
@@ -127,9 +130,9 @@ def _local_helper_graph():
 
 def test_a_graph_that_cannot_be_written_down_is_compiled_not_cached(fresh):
     gm = _local_helper_graph()
-    before = dict(codecache.counters)
+    before = Counter(codecache.counters)
     fn = compile_fx_inner(gm, [nd.ones(3)])
-    assert codecache.counters["uncacheable"] == before["uncacheable"] + 1
+    assert codecache.counters[codecache.BYPASS] == before[codecache.BYPASS] + 1
     assert not list(fresh.iterdir())
     out = fn([nd.ones(3)])
     out = out[0] if isinstance(out, (list, tuple)) else out
@@ -155,10 +158,11 @@ def test_unreadable_entry_is_a_miss(fresh, monkeypatch):
     for p in fresh.iterdir():
         p.write_bytes(b"not a pickle")
     monkeypatch.setattr(ind, "_CODE_CACHE", {})
-    before = dict(codecache.counters)
+    before = Counter(codecache.counters)
     got = _run(aot_function(_fn, compile_fx_inner), x, w)
-    assert codecache.counters["misses"] == before["misses"] + 2
-    assert codecache.counters["stored"] == before["stored"] + 2  # written again, whole
+    assert codecache.counters[codecache.MISS] == before[codecache.MISS] + 2
+    # written again, whole
+    assert codecache.counters[codecache.STORED] == before[codecache.STORED] + 2
     for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -168,9 +172,10 @@ def test_op_through_inductor_from_the_cache(rec, sample, fresh):
     """Every op-table sample's code, loaded from the cache, gives eager's values and gradients:
     every kind of global the generated code names is made again."""
     check_backend_on_sample(inductor_backend, rec, sample)  # generates and stores
-    before = dict(codecache.counters)
+    before = Counter(codecache.counters)
     check_backend_on_sample(inductor_backend, rec, sample)
-    delta = {k: v - before[k] for k, v in codecache.counters.items()}
+    delta = Counter(codecache.counters)
+    delta.subtract(before)
     # each graph found and its globals made again (a failure would generate and store anew)
-    assert delta["stored"] == delta["misses"] == 0, delta
-    assert delta["hits"] == len(list(fresh.iterdir())), delta
+    assert delta[codecache.STORED] == delta[codecache.MISS] == 0, delta
+    assert delta[codecache.HIT] == len(list(fresh.iterdir())), delta
