@@ -1,8 +1,9 @@
 """Row reductions of the C tier: softmax, log_softmax, layer norm and their backwards over the last
 dimension(s), each one generated C function that makes one or two passes over a row while it is
-in cache (NumPy makes five to fifteen passes over the whole array). ``kernel(node, ...)`` returns
-the C source and how to call it, or None where the node is not such a call (another dim, an
-integer dtype, a dtype argument)."""
+in cache (NumPy makes five to fifteen passes over the whole array); and 2-d max pooling over
+disjoint windows with its backward (one pass each, where NumPy makes one per window position).
+``kernel(node, ...)`` returns the C source and how to call it, or None where the node is not such
+a call (another dim, an integer dtype, a dtype argument, overlapping or padded windows)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import numpy as np
 __all__ = ["kernel", "OPS"]
 
 OPS = frozenset(("softmax.int", "log_softmax.int", "_softmax_backward_data",
-                 "_log_softmax_backward_data", "layer_norm", "native_layer_norm_backward"))
+                 "_log_softmax_backward_data", "layer_norm", "native_layer_norm_backward",
+                 "max_pool2d_with_indices", "_max_pool2d_backward"))
 
 _T = {np.dtype(np.float32): ("float", "f"), np.dtype(np.float64): ("double", "")}
 
@@ -117,6 +119,46 @@ _LAYER_NORM_BWD = """void KNAME(const T *restrict g, const T *restrict x, const 
 """
 
 
+# Each window's first maximum and its flat index in the H x W plane, as the op's tile path; a NaN
+# is the maximum, the first one (as NumPy's argmax, the op's general path). One output row at a
+# time, window offset by offset in row-major order, without branches (random data mispredicts
+# half of them): the comparisons vectorise along the row.
+_MAX_POOL = """void KNAME(const T *restrict x, T *restrict y, long long *restrict idx) {
+    for (long p = 0; p < PLANES; p++) {
+        const T *xp = x + p * (IMG_H * IMG_W);
+        for (long oh = 0; oh < OUT_H; oh++) {
+            T *yr = y + (p * OUT_H + oh) * OUT_W;
+            long long *ir = idx + (p * OUT_H + oh) * OUT_W;
+            const long base = oh * WIN_H * IMG_W;
+            #pragma omp simd
+            for (long ow = 0; ow < OUT_W; ow++) { yr[ow] = xp[base + ow * WIN_W]; ir[ow] = base + ow * WIN_W; }
+            for (long k = 1; k < WIN_H * WIN_W; k++) {
+                const long off = base + (k / WIN_W) * IMG_W + k % WIN_W;
+                #pragma omp simd
+                for (long ow = 0; ow < OUT_W; ow++) {
+                    const T v = xp[off + ow * WIN_W], m = yr[ow];
+                    const int take = (v > m) | ((v != v) & (m == m));
+                    yr[ow] = take ? v : m;
+                    ir[ow] = take ? off + ow * WIN_W : ir[ow];
+                }
+            }
+        }
+    }
+}
+"""
+
+# Disjoint windows: each index appears once per plane, so a store (no sum) as the op's own.
+_MAX_POOL_BWD = """void KNAME(const T *restrict g, const long long *restrict idx, T *restrict o) {
+    for (long q = 0; q < PLANES * PLANE_IN; q++) o[q] = 0;
+    for (long p = 0; p < PLANES; p++) {
+        const T *gp = g + p * PLANE_OUT;
+        const long long *ip = idx + p * PLANE_OUT;
+        T *op = o + p * PLANE_IN;
+        for (long i = 0; i < PLANE_OUT; i++) op[ip[i]] = gp[i];
+    }
+}
+"""
+
 # Pieces two kernels share: the row's max (softmaxes), its mean and 1/std (layer norms).
 _PIECES = {
     "        ROW_MAX\n": """        T m = xr[0];
@@ -203,7 +245,43 @@ def kernel(name: str, args: list, metas: list, out_meta, kname: str):
         outs = [(shape if mask[0] else (0,), dt), (norm if mask[1] else (0,), dt),
                 (norm if mask[2] else (0,), dt), ((2 * cols,), np.dtype(np.float64))]
         return src, [0, 1, 3], outs
+    if name == "max_pool2d_with_indices":
+        return _max_pool(args, shape, dt, kname)
+    if name == "_max_pool2d_backward":
+        i = metas[1]
+        size = tuple(args[2])
+        if not args[3] or len(shape) < 2 or i is None or i.dtype.np != np.dtype(np.int64) \
+                or tuple(i.shape) != shape or len(size) != len(shape) \
+                or size[:-2] != shape[:-2] or 0 in size:
+            return None  # overlapping windows sum in float64 (the op's bincount)
+        src = _fill(_MAX_POOL_BWD, kname, dt, 0, 0, PLANES=f"{_rows(shape, 2)}L",
+                    PLANE_OUT=f"{shape[-2] * shape[-1]}L", PLANE_IN=f"{size[-2] * size[-1]}L")
+        return src, [0, 1], [(size, dt)]
     return None
+
+
+def _pair(v) -> tuple:
+    v = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+    return v * 2 if len(v) == 1 else v
+
+
+def _max_pool(args, shape, dt, kname: str):
+    """Disjoint windows without padding or dilation (stride = kernel), as CNNs pool."""
+    if len(shape) not in (3, 4) or len(args) != 6:
+        return None
+    k, s = _pair(args[1]), _pair(args[2]) if args[2] not in ((), []) else _pair(args[1])
+    if len(k) != 2 or s != k or _pair(args[3]) != (0, 0) or _pair(args[4]) != (1, 1) \
+            or any(type(x) is not int or x < 1 for x in k):
+        return None
+    h, w = shape[-2:]
+    if h < k[0] or w < k[1] or (args[5] and (h % k[0] or w % k[1])):
+        return None  # (ceil_mode adds a partial window unless the sizes divide)
+    oh, ow = h // k[0], w // k[1]
+    out = tuple(shape[:-2]) + (oh, ow)
+    src = _fill(_MAX_POOL, kname, dt, 0, 0, PLANES=f"{_rows(shape, 2)}L", IMG_H=f"{h}L",
+                IMG_W=f"{w}L", OUT_H=f"{oh}L", OUT_W=f"{ow}L", WIN_H=f"{k[0]}L",
+                WIN_W=f"{k[1]}L")
+    return src, [0], [(out, dt), (out, np.dtype(np.int64))]
 
 
 def _rows(shape, k: int) -> int:

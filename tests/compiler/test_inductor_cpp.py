@@ -212,3 +212,45 @@ def test_max_autotune_keeps_a_correct_version():
                             max_autotune=True)
     _close(got, want, 1e-5)
     assert entry.fw.source.startswith("def compiled(args):")
+
+
+@needs_c
+@pytest.mark.parametrize("dtype", [nd.float32, nd.float64])
+def test_max_pool_over_disjoint_windows_is_a_c_kernel(dtype):
+    """CNN pooling (kernel = stride, no padding) and its backward are generated C loops with
+    eager's exact values, indices and gradients: the first maximum of a window, a NaN when the
+    window holds one (the first), ties and -inf included."""
+    x = nd.randn(2, 3, 9, 8, dtype=dtype)
+    x[0, 0, :2, :2] = 1.0  # a tie: the first position
+    x[0, 1, 2, 3] = float("nan")
+    x[1, 2, 4:6, 6:8] = float("-inf")
+    x[1, 0, 0, 1] = float("nan")
+    x[1, 0, 1, 0] = float("nan")  # two NaNs in one window: the first
+    x.requires_grad_()
+
+    def fn(x):
+        y, i = nd.nn.functional.max_pool2d(x, 2, return_indices=True)
+        return y * 2, i
+
+    f = aot_function(fn, _compiler(cpp_fusion=True, fx_graph_cache=False))
+    (got, gi), (want, wi) = f(x), fn(x)
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    np.testing.assert_array_equal(gi.numpy(), wi.numpy())
+    g = nd.randn(*got.shape, dtype=dtype)
+    (gx,), (wx,) = nd.autograd.grad(got, [x], g), nd.autograd.grad(want, [x], g)
+    np.testing.assert_array_equal(gx.numpy(), wx.numpy())
+    (entry,) = f.cache.values()
+    assert "void k" in entry.fw.c_source and "take ? v : m" in entry.fw.c_source
+    assert "op[ip[i]] = gp[i]" in entry.bw.c_source
+
+
+@needs_c
+def test_overlapping_or_padded_pooling_stays_on_the_op():
+    x = nd.randn(2, 3, 9, 8, requires_grad=True)
+    for kw in ({"stride": 1}, {"padding": 1}, {"dilation": 2}):
+        f = aot_function(lambda x: nd.nn.functional.max_pool2d(x, 3, **kw),  # noqa: B023
+                         _compiler(cpp_fusion=True, fx_graph_cache=False))
+        got, want = f(x), nd.nn.functional.max_pool2d(x, 3, **kw)
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+        (entry,) = f.cache.values()
+        assert "take ? v : m" not in entry.fw.c_source
