@@ -18,6 +18,7 @@ from .. import _dtype as D
 from .._tensor import Tensor, ViewInfo, grad_accumulator, refresh_view
 from ..autograd.node import SECOND_BACKWARD_MSG, _seq
 from ..autograd.saved import hooks_in_use, save_input, save_output
+from ..autograd import dispatch_mode as _dm
 from ..autograd.grad_mode import state as _gs
 
 T_TENSOR = 1
@@ -103,7 +104,8 @@ def public(rec, dispatch, scalar_saved):
 
     params = rec.params
     env = _env(rec)
-    env.update(_dispatch=dispatch, _modes=_modes, _Sc=scalar_saved, _unify=_unify_devices, _out=call_out)
+    env.update(_dispatch=dispatch, _modes=_modes, _Sc=scalar_saved, _unify=_unify_devices, _out=call_out,
+               _handler=_dm.handler, _run=_run)
     sig, names = signature(rec, env)
     slow = f"return _dispatch(_rec, ({', '.join(names)},))"
     L = [f"def {rec.name.replace('.', '_')}({', '.join(sig)}):"] + body(rec, env, slow)
@@ -143,9 +145,17 @@ def inference_copy(rec, run_marked, view_creation, inference_vc):
     return env[rec.name.replace(".", "_")]
 
 
+def _moded(slow: str) -> str:
+    """The fallback ``slow`` (``return _dispatch(_rec, args)``) as dispatch's moded branch: the
+    mode ``_h`` that handles this thread's calls now. A mode that skips itself for its own
+    computations (forward AD alone) leaves none: those calls take the fast path."""
+    return slow.replace("return _dispatch(_rec, ", "return _h.dispatch(_rec, ")[:-1] + ", _run)"
+
+
 def _plain_body(rec, env, slow):
     """Checks, forward and node of an op with tensor (or weak scalar) arguments."""
     params = rec.params
+    moded = _moded(slow)
     scalar_ok = {i for i in rec.promote_pos} if rec.promote else set()
     L = []
     # First the commonest case in few bytecodes: every tensor argument a plain Tensor, no view,
@@ -175,7 +185,7 @@ def _plain_body(rec, env, slow):
     if bf and bf_tail:
         L += [f"        if {' or '.join(bf_tail)}:", f"            {slow}"]
     L += ["    else:"]
-    G = ["if _modes:", f"    {slow}"]
+    G = ["if _modes and (_h := _handler()) is not None:", f"    {moded}"]
     for i in tpos:
         p = params[i].name
         G += [f"tp{i} = type({p})", f"if tp{i} is _P:", f"    tp{i} = _T",  # from here on, a Tensor
@@ -250,10 +260,12 @@ def _view_body(rec, env, slow):
     records how it was made (``ViewInfo``), as ``registry._run_view`` does."""
     env.update(_VI=ViewInfo, _DEFAULT=ViewInfo.DEFAULT, _NO_GRAD=ViewInfo.NO_GRAD)
     params = rec.params
+    moded = _moded(slow)
     p = params[0].name
     rest = [q.name for q in params[1:]]
     L = [f"    tp0 = type({p})",
-         "    if _modes or tp0 is not _T and tp0 is not _P:", f"        {slow}",
+         "    if _modes and (_h := _handler()) is not None:", f"        {moded}",
+         "    if tp0 is not _T and tp0 is not _P:", f"        {slow}",
          f"    _vi = {p}._view",
          "    if _vi is not None:", f"        _refresh({p})",
          f"    x0 = {p}._data",

@@ -1,7 +1,8 @@
 """Forward-mode AD (``torch.autograd.forward_ad``): dual tensors and their tangents.
 
 ``enter_dual_level`` pushes ``_MODE`` on the op registry's mode stack (``exit_dual_level`` pops it,
-so ops pay nothing outside a level). A tensor's tangent lives in ``AutogradMeta.fw_grad``; a view
+so ops pay nothing outside a level). While its rules compute tangents the mode skips itself (alone
+on the stack, by the dispatch depth: the rules' ops then run on the ops' fast paths). A tensor's tangent lives in ``AutogradMeta.fw_grad``; a view
 without one of its own reads the same view of its base's tangent. After each op, when an argument
 has a tangent, the mode computes the outputs' tangents from the op record alone:
 
@@ -243,6 +244,7 @@ def _quiet(fn, *args):
 # per-op work is inlined in ``dispatch`` below: forward AD of the chain benchmark is a few Python
 # calls per op on top of the op and its tangent's op (``benchmarks/forward_ad.py``).
 _active = dispatch_mode.active
+_dm_local = dispatch_mode._local
 
 
 def _plan(rec):
@@ -494,10 +496,17 @@ class _ForwardADMode(dispatch_mode.TorchDispatchMode):
         if rule is None:
             res = _transpose(rec, args, tans)
         else:
+            # Alone, the mode is skipped by its own ops (which then take their fast paths);
+            # else each reaches it to go on to the modes below.
+            dm = _dm_local
+            depth = dm.depth
+            if len(_active) == 1:
+                dm.depth = depth + 1
             loc.disabled = True
             try:
                 res = rule(args, tans, outs)
             finally:
+                dm.depth = depth
                 loc.disabled = False
             if not multi:  # one output: _fit and _store inlined for the common cases
                 if out._data.dtype not in INEXACT:
