@@ -765,15 +765,44 @@ def _check_grid_sample(input, grid, mode):
         if input.shape[d] == 0:
             raise RuntimeError(f"grid_sampler(): expected input to have non-empty spatial dimensions, but input has "
                                f"sizes {list(input.shape)} with dimension {d} being empty")
-    if mode == "bicubic":
-        if input.dim() != 4:
-            raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
-        raise NotImplementedError("grid_sample: mode='bicubic' is not implemented in ndgrad")
+    if mode == "bicubic" and input.dim() != 4:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+
+
+_CUBIC_A = -0.75  # the cubic convolution's parameter, as PyTorch's bicubic modes use
+
+
+def _cubic_coefficients(t):
+    """The weights of the 4 taps at offsets -1, 0, 1, 2 for fractional position ``t`` (Keys'
+    cubic convolution, PyTorch's ``get_cubic_upsample_coefficients``)."""
+    a = _CUBIC_A
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    u = 1 - t
+    return [far(t + 1), near(t), near(u), far(u + 1)]
+
+
+def _tap_index(i, size, padding_mode, align_corners):
+    """An integer tap position of the bicubic stencil after padding (PyTorch's
+    ``compute_coordinates``): clipped for border, reflected then clipped for reflection; zeros
+    leaves it (the gather reads zero outside)."""
+    if padding_mode == "border":
+        return i.clamp(0, size - 1)
+    if padding_mode == "reflection":
+        r = _reflect(i, 0, 2 * (size - 1)) if align_corners else _reflect(i, -1, 2 * size - 1)
+        return r.clamp(0, size - 1)
+    return i
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
-    """Sampling at ``grid``'s points as a gather of the 2**n neighbours (or the nearest one) of
-    each point; the gradients come from the gather (``input``) and the weights (``grid``)."""
+    """Sampling at ``grid``'s points as a gather of the 2**n neighbours, the 4x4 stencil
+    (bicubic) or the nearest one of each point; the gradients come from the gather (``input``)
+    and the weights (``grid``)."""
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
                          f"but got: '{mode}'")
@@ -789,7 +818,9 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     out_spatial = tuple(grid.shape[1:-1])
     # grid[..., 0] indexes the last spatial dim: coords[d] is the source index along dim d
     src = grid.detach() if mode == "nearest" else grid  # nearest: no gradient through the positions
-    coords = [_source_index(src[..., n - 1 - d], spatial[d], padding_mode, align_corners) for d in range(n)]
+    # bicubic pads each tap, not the point: the point's position is only unnormalised
+    pad = "zeros" if mode == "bicubic" else padding_mode
+    coords = [_source_index(src[..., n - 1 - d], spatial[d], pad, align_corners) for d in range(n)]
     flat = input.reshape(N, C, -1)
     strides = [math.prod(spatial[d + 1:]) for d in range(n)]
 
@@ -808,6 +839,19 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
 
     if mode == "nearest":  # weight 1 as 0 * x + 1: PyTorch gives the grid a zero gradient, not none
         out = tap([c.round() for c in coords], grid[..., 0] * 0 + 1)
+    elif mode == "bicubic":  # along x for each of the 4 rows, then along y, as PyTorch sums
+        lo = [c.detach().floor() for c in coords]
+        wy, wx = (_cubic_coefficients(c - f) for c, f in zip(coords, lo, strict=True))
+        xs = [_tap_index(lo[1] + k - 1, spatial[1], padding_mode, align_corners) for k in range(4)]
+        out = None
+        for i in range(4):
+            y = _tap_index(lo[0] + i - 1, spatial[0], padding_mode, align_corners)
+            row = None
+            for k in range(4):
+                t = tap([y, xs[k]], wx[k])
+                row = t if row is None else row + t
+            term = row * wy[i].reshape(N, 1, -1)
+            out = term if out is None else out + term
     else:
         lo = [c.detach().floor() for c in coords]
         frac = [c - f for c, f in zip(coords, lo, strict=True)]
@@ -839,4 +883,8 @@ defcomposite(grid_sample, api="nn.functional.grid_sample", method=False, samples
     sample("3d_bilinear_reflection", _r(rng)(1, 2, 3, 4, 3), _grid(rng, 1, 2, 3, 2, 3), "bilinear", "reflection",
            False),
     sample("3d_nearest_border", _r(rng)(1, 1, 3, 3, 4), _grid(rng, 1, 2, 2, 2, 3), "nearest", "border", True),
-    sample("nc_width1", nc(_r(rng)(1, 2, 3, 1)), _grid(rng, 1, 2, 2, 2), "bilinear", "reflection", True)])
+    sample("nc_width1", nc(_r(rng)(1, 2, 3, 1)), _grid(rng, 1, 2, 2, 2), "bilinear", "reflection", True)] + [
+    sample(f"bicubic_{pad}_{'ac' if ac else 'noac'}", _r(rng)(2, 2, 4, 5), _grid(rng, 2, 3, 3, 2), "bicubic", pad,
+           ac) for pad in ("zeros", "border", "reflection") for ac in (False, True)] + [
+    sample("bicubic_small_nc", nc(_r(rng)(1, 2, 2, 3)), _grid(rng, 1, 2, 4, 2) * 1.5, "bicubic", "reflection",
+           False)])

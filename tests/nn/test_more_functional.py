@@ -383,7 +383,7 @@ THETA = np.array([[[0.9, -0.3, 0.1], [0.2, 1.1, -0.2]], [[1.2, 0.4, 0.3], [-0.5,
 
 
 @pytest.mark.parametrize("align_corners", [False, True])
-@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 def test_affine_grid_then_grid_sample(ref, align_corners, mode, padding_mode):
     img = RNG.standard_normal((2, 3, 5, 6))
@@ -409,6 +409,21 @@ def test_grid_sample_3d_float32_and_far_points(ref, padding_mode):
 
         ref.same(lambda T_: _grads(T_, sample, vol, grid, dtype="float32"), rtol=1e-4, atol=1e-5)
         ref.same(lambda T_: _grads(T_, lambda m, x, g: sample(m, x, g, align_corners=True), vol, grid))
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample_bicubic_float32_far_points_and_tiny_images(ref, padding_mode):
+    """The 4x4 stencil padded tap by tap: points far outside (several reflections), images
+    smaller than the stencil, float32."""
+    for shape in ((1, 2, 5, 4), (2, 1, 1, 3), (1, 1, 2, 1)):
+        img = RNG.standard_normal(shape)
+        grid = RNG.uniform(-3.5, 3.5, (shape[0], 3, 2, 2))
+        for ac in (False, True):
+            def sample(m, x, g, ac=ac):
+                return m.nn.functional.grid_sample(x, g, "bicubic", padding_mode, ac)
+
+            ref.same(lambda T_: _grads(T_, sample, img, grid))
+            ref.same(lambda T_: _grads(T_, sample, img, grid, dtype="float32"), rtol=1e-4, atol=1e-5)
 
 
 def test_affine_grid_3d_and_unit(ref):
