@@ -749,10 +749,12 @@ def _adaptive_matrix(L, out, dtype):
     return (m / (end - start)[:, None]).astype(dtype)
 
 
-def _nearest_matrix(L, out, scale, dtype):
-    # NOTE(pytorch): the source index is computed in float32, floor(dst * in/out) or dst / scale
+def _nearest_matrix(L, out, scale, dtype, exact=False):
+    # NOTE(pytorch): the source index is computed in float32, floor(dst * in/out) or dst / scale;
+    # nearest-exact samples at the centres, floor((dst + 0.5) * in/out)
     sc = np.float32(1.0 / scale) if scale else np.float32(L) / np.float32(out)
-    src = np.minimum(np.floor(np.arange(out, dtype=np.float32) * sc).astype(np.int64), L - 1)
+    dst = np.arange(out, dtype=np.float32) + (np.float32(0.5) if exact else np.float32(0))
+    src = np.minimum(np.floor(dst * sc).astype(np.int64), L - 1)
     m = np.zeros((out, L), dtype)
     m[np.arange(out), src] = 1
     return m
@@ -774,11 +776,42 @@ def _linear_matrix(L, out, align_corners, scale, dtype):
     return m.astype(dtype)
 
 
+def _cubic_matrix(L, out, align_corners, scale, dtype):
+    """Bicubic weights (Keys, a = -0.75) of the 4 taps around each output's source position, each
+    tap clamped into the input (PyTorch's ``upsample_bicubic2d``: a source position before the
+    first pixel keeps its fraction, its taps repeat the edge)."""
+    dst = np.arange(out, dtype=np.float64)
+    if align_corners:
+        src = dst * ((L - 1) / (out - 1) if out > 1 else 0.0)
+    else:
+        src = (1.0 / scale if scale else L / out) * (dst + 0.5) - 0.5  # not clipped at 0: cubic
+    i = np.floor(src)
+    t = src - i
+    a = -0.75
+
+    def near(x):
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    m = np.zeros((out, L), np.float64)
+    rows = np.arange(out)
+    for k, w in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
+        np.add.at(m, (rows, np.clip(i.astype(np.int64) + k - 1, 0, L - 1)), w)
+    return m.astype(dtype)
+
+
 def _separable(x, mats):
     """Apply (out, in) matrices along the last len(mats) dims (made on the host: moved to ``x``'s device)."""
     if type(x) is not np.ndarray:
         dev = _backend.device_of(x)
         mats = [_backend.to_device(m, dev) for m in mats]
+    if len(mats) == 3:  # depth first, as a (D, H*W) matrix per plane, then the 2-d rest
+        d, h, w = x.shape[-3:]
+        x = np.matmul(mats[0], x.reshape(x.shape[:-3] + (d, h * w)))
+        x = x.reshape(x.shape[:-2] + (mats[0].shape[0], h, w))
+        mats = mats[1:]
     if len(mats) == 2:
         return np.matmul(np.matmul(mats[0], x), mats[1].T)
     return np.matmul(x, mats[0].T)
@@ -790,9 +823,11 @@ def _resample_mats(kind, in_size, params, dtype):
     if kind == "adaptive":
         return [_adaptive_matrix(in_size[i], out[i], dtype) for i in range(n)]
     scales = extra[-1] if extra[-1] is not None else (None,) * n
-    if kind == "nearest":
-        return [_nearest_matrix(in_size[i], out[i], scales[i], dtype) for i in range(n)]
-    return [_linear_matrix(in_size[i], out[i], extra[0], scales[i], dtype) for i in range(n)]
+    if kind in ("nearest", "nearest-exact"):
+        return [_nearest_matrix(in_size[i], out[i], scales[i], dtype, kind == "nearest-exact")
+                for i in range(n)]
+    make = _cubic_matrix if kind == "cubic" else _linear_matrix
+    return [make(in_size[i], out[i], extra[0], scales[i], dtype) for i in range(n)]
 
 
 def _resample_backward(g, in_size, kind, params):
@@ -803,7 +838,9 @@ def _resample_backward(g, in_size, kind, params):
 def _resample_again(grad, kind, params):
     return {"adaptive": lambda: adaptive_avg_pool2d_op(grad, *params),
             "nearest": lambda: upsample_nearest(grad, *params),
-            "linear": lambda: upsample_linear(grad, *params)}[kind]()
+            "nearest-exact": lambda: upsample_nearest_exact(grad, *params),
+            "linear": lambda: upsample_linear(grad, *params),
+            "cubic": lambda: upsample_bicubic(grad, *params)}[kind]()
 
 
 resample_backward = defop(
@@ -844,8 +881,8 @@ def _upsample_nearest(x, output_size, scale_factors):
     return _separable(x, _resample_mats("nearest", x.shape[2:], (tuple(output_size), scale_factors), x.dtype))
 
 
-def _upsample_linear(x, output_size, align_corners, scale_factors):
-    return _separable(x, _resample_mats("linear", x.shape[2:], (tuple(output_size), align_corners, scale_factors),
+def _upsample_linear(x, output_size, align_corners, scale_factors, kind="linear"):
+    return _separable(x, _resample_mats(kind, x.shape[2:], (tuple(output_size), align_corners, scale_factors),
                                         x.dtype))
 
 
@@ -853,15 +890,34 @@ upsample_nearest = defop(
     "_upsample_nearest2d(Tensor self, SymInt[] output_size, float[]? scale_factors) -> Tensor", _upsample_nearest,
     {"self": lambda grad, self_shape, output_size, scale_factors: resample_backward(
         grad, self_shape[2:], "nearest", (tuple(output_size), scale_factors))}, jvp="linear",
-    method=False, api=False, node_name="UpsampleNearest2DBackward0").call
+    method=False, api=False, node_name="UpsampleNearest2DBackward0",
+    extra={"node_variants": {(3,): "UpsampleNearest1DBackward0", (5,): "UpsampleNearest3DBackward0"}}).call
 upsample_linear = defop(
     "_upsample_bilinear2d(Tensor self, SymInt[] output_size, bool align_corners, float[]? scale_factors) -> Tensor",
     _upsample_linear,
     {"self": lambda grad, self_shape, output_size, align_corners, scale_factors: resample_backward(
         grad, self_shape[2:], "linear", (tuple(output_size), align_corners, scale_factors))},
-    jvp="linear", method=False, api=False, node_name="UpsampleBilinear2DBackward0").call
+    jvp="linear", method=False, api=False, node_name="UpsampleBilinear2DBackward0",
+    extra={"node_variants": {(3,): "UpsampleLinear1DBackward0", (5,): "UpsampleTrilinear3DBackward0"}}).call
+
+upsample_nearest_exact = defop(
+    "_upsample_nearest_exact2d(Tensor self, SymInt[] output_size, float[]? scale_factors) -> Tensor",
+    lambda x, output_size, scale_factors: _separable(x, _resample_mats(
+        "nearest-exact", x.shape[2:], (tuple(output_size), scale_factors), x.dtype)),
+    {"self": lambda grad, self_shape, output_size, scale_factors: resample_backward(
+        grad, self_shape[2:], "nearest-exact", (tuple(output_size), scale_factors))}, jvp="linear",
+    method=False, api=False, node_name="UpsampleNearestExact2DBackward0",
+    extra={"node_variants": {(3,): "UpsampleNearestExact1DBackward0", (5,): "UpsampleNearestExact3DBackward0"}}).call
+upsample_bicubic = defop(
+    "_upsample_bicubic2d(Tensor self, SymInt[] output_size, bool align_corners, float[]? scale_factors) -> Tensor",
+    lambda x, output_size, align_corners, scale_factors: _upsample_linear(
+        x, output_size, align_corners, scale_factors, "cubic"),
+    {"self": lambda grad, self_shape, output_size, align_corners, scale_factors: resample_backward(
+        grad, self_shape[2:], "cubic", (tuple(output_size), align_corners, scale_factors))},
+    jvp="linear", method=False, api=False, node_name="UpsampleBicubic2DBackward0").call
 
 _LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
+_ADAPTIVE = {1: "adaptive_avg_pool1d", 2: "adaptive_avg_pool2d", 3: "adaptive_avg_pool3d"}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
@@ -890,10 +946,28 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                                       else (scale_factor,) * n))
         out = tuple(int(math.floor(input.shape[2 + i] * sf[i])) for i in range(n))
         scales = None if recompute_scale_factor else sf
-    if mode == "nearest" and n in (1, 2):
-        return upsample_nearest(input, out, scales)
-    if mode == _LINEAR.get(n) and n in (1, 2):
-        return upsample_linear(input, out, align_corners, scales)
+    if antialias and (mode not in ("bilinear", "bicubic") or n != 2):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a "
+                         "4-D tensor as input")
+    if antialias:
+        raise NotImplementedError(f"interpolate: antialias=True ({mode}) is not implemented in ndgrad")
+    if n in (1, 2, 3):
+        if mode == "nearest":
+            return upsample_nearest(input, out, scales)
+        if mode == "nearest-exact":
+            return upsample_nearest_exact(input, out, scales)
+        if mode == "area":
+            from .pooling import adaptive_avg_pool1d, adaptive_avg_pool3d
+
+            pool = {1: adaptive_avg_pool1d, 2: adaptive_avg_pool2d_op, 3: adaptive_avg_pool3d}[n]
+            return pool(input, out)
+        if mode == _LINEAR[n]:
+            return upsample_linear(input, out, align_corners, scales)
+        if mode == "bicubic" and n == 2:
+            return upsample_bicubic(input, out, align_corners, scales)
+        need = {"linear": 3, "bilinear": 4, "trilinear": 5}.get(mode)
+        if need is not None:
+            raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {need}D input")
     raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) "
                               f"for the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
                               f"nearest-exact (got {mode})")
@@ -908,4 +982,17 @@ defcomposite(interpolate, api="nn.functional.interpolate", method=False, samples
     sample("bilinear_ac", rng.standard_normal((1, 2, 3, 3)), scale_factor=2, mode="bilinear", align_corners=True),
     sample("bilinear_down", rng.standard_normal((1, 2, 5, 6)), size=(3, 4), mode="bilinear"),
     sample("bilinear_scale_frac", rng.standard_normal((1, 1, 4, 5)), scale_factor=(1.5, 0.7), mode="bilinear"),
-    sample("linear_1d", rng.standard_normal((2, 2, 4)), size=7, mode="linear", align_corners=True)])
+    sample("linear_1d", rng.standard_normal((2, 2, 4)), size=7, mode="linear", align_corners=True),
+    sample("bicubic", rng.standard_normal((2, 2, 3, 4)), scale_factor=2, mode="bicubic"),
+    sample("bicubic_ac", rng.standard_normal((1, 2, 3, 3)), (5, 4), mode="bicubic", align_corners=True),
+    sample("bicubic_down_nc", nc(rng.standard_normal((1, 2, 6, 5))), size=(3, 2), mode="bicubic"),
+    sample("bicubic_scale_frac", rng.standard_normal((1, 1, 4, 5)), scale_factor=(1.5, 0.7), mode="bicubic"),
+    sample("trilinear", rng.standard_normal((1, 2, 2, 3, 3)), scale_factor=2, mode="trilinear"),
+    sample("trilinear_ac", rng.standard_normal((1, 1, 3, 2, 4)), (2, 3, 5), mode="trilinear", align_corners=True),
+    sample("nearest_3d", rng.standard_normal((1, 2, 2, 3, 2)), (3, 4, 5)),
+    sample("nearest_exact_1d", rng.standard_normal((2, 2, 5)), scale_factor=1.7, mode="nearest-exact"),
+    sample("nearest_exact_2d", rng.standard_normal((1, 2, 5, 4)), (3, 6), mode="nearest-exact"),
+    sample("nearest_exact_3d", rng.standard_normal((1, 1, 3, 4, 2)), scale_factor=1.5, mode="nearest-exact"),
+    sample("area_1d", rng.standard_normal((2, 2, 7)), 3, mode="area"),
+    sample("area_2d", rng.standard_normal((1, 2, 6, 5)), scale_factor=0.5, mode="area"),
+    sample("area_3d", rng.standard_normal((1, 1, 4, 5, 3)), (2, 3, 2), mode="area")])

@@ -130,7 +130,14 @@ VALUE_ERRORS = [
     ("interp_none", lambda T: T.nn.functional.interpolate(T.tensor(_X4), mode="bilinear")),
     ("interp_both", lambda T: T.nn.functional.interpolate(T.tensor(_X4), size=3, scale_factor=2.0)),
     ("interp_align", lambda T: T.nn.functional.interpolate(T.tensor(_X4), size=3, align_corners=True)),
+    ("interp_antialias_nearest", lambda T: T.nn.functional.interpolate(T.tensor(_X4), size=3, antialias=True)),
     ("module_groups", lambda T: T.nn.Conv2d(3, 4, 3, groups=2)),
+]
+MODE_ERRORS = [  # a linear mode for another number of dims (NotImplementedError, PyTorch's words)
+    ("linear_4d", lambda T: T.nn.functional.interpolate(T.tensor(_X4), size=3, mode="linear")),
+    ("bilinear_5d", lambda T: T.nn.functional.interpolate(T.zeros(1, 1, 2, 2, 2), size=3, mode="bilinear")),
+    ("trilinear_4d", lambda T: T.nn.functional.interpolate(T.tensor(_X4), size=3, mode="trilinear")),
+    ("bilinear_3d", lambda T: T.nn.functional.interpolate(T.zeros(1, 2, 3), size=3, mode="bilinear")),
 ]
 
 
@@ -142,6 +149,33 @@ def test_errors(ref, name, fn):
 @pytest.mark.parametrize("name,fn", VALUE_ERRORS, ids=[e[0] for e in VALUE_ERRORS])
 def test_value_errors(ref, name, fn):
     ref.raises(fn, ValueError)
+
+
+@pytest.mark.parametrize("name,fn", MODE_ERRORS, ids=[e[0] for e in MODE_ERRORS])
+def test_interpolate_mode_errors(ref, name, fn):
+    ref.raises(fn, NotImplementedError)
+
+
+@pytest.mark.parametrize("mode,shape", [("bicubic", (2, 3, 5, 4)), ("trilinear", (1, 2, 3, 4, 2)),
+                                        ("nearest", (1, 2, 3, 2, 4)), ("nearest-exact", (2, 2, 7)),
+                                        ("nearest-exact", (1, 2, 5, 3)), ("area", (1, 2, 6, 4, 5))])
+@pytest.mark.parametrize("how", [{"scale_factor": 1.7}, {"scale_factor": 0.6}, {"size": 3}])
+def test_interpolate_modes_match_torch(ref, mode, shape, how):
+    """Values and gradients (float64, and float32 loosely), align_corners both ways where the mode
+    takes it, node names as PyTorch's."""
+    x = np.random.default_rng(0).standard_normal(shape)
+    acs = [False, True] if mode in ("bicubic", "trilinear") else [None]
+    for ac in acs:
+        for dt, tol in (("float64", 1e-12), ("float32", 1e-4)):
+            def f(T_, ac=ac, dt=dt):
+                t = T_.tensor(x, dtype=getattr(T_, dt), requires_grad=True)
+                out = T_.nn.functional.interpolate(t, mode=mode, align_corners=ac, **how)
+                out.backward(T_.tensor(np.random.default_rng(1).standard_normal(tuple(out.shape)),
+                                       dtype=out.dtype))
+                name = type(out.grad_fn).__name__
+                return out, t.grad, name if mode != "area" or len(shape) == 4 else ""
+
+            ref.same(f, rtol=tol, atol=tol)
 
 
 def test_errors_type_only():

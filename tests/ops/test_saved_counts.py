@@ -44,6 +44,7 @@ _GATHER = "a composite of index_select, where or convolution whose parts save th
 FEWER = {
     "gru_cell": "the fused cell op saves its two gate projections and h; torch's composite saves each step's parts",
     "adaptive_avg_pool2d": _SHAPE,
+    "interpolate": "mode='area' is adaptive average pooling, whose formula reads the input's shape",
     "avg_pool2d": _SHAPE,
     "pad": _SHAPE,
     "gather": _SHAPE + " (self's)",
