@@ -1,9 +1,10 @@
-"""Optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, LBFGS) and ``lr_scheduler``.
+"""Optimizers (SGD, Adam, AdamW, NAdam, RAdam, RMSprop, Adagrad, Adadelta, LBFGS) and
+``lr_scheduler``.
 
 All with torch's API.
 
-Updates run in place on the parameters' NumPy arrays (see optimizer.py); Adadelta and LBFGS
-update through Tensor ops under ``no_grad``.
+Updates run in place on the parameters' NumPy arrays (see optimizer.py); NAdam, RAdam, Adadelta
+and LBFGS update through Tensor ops under ``no_grad``.
 """
 
 from . import lr_scheduler
@@ -12,9 +13,11 @@ from .adagrad import Adagrad
 from .adam import Adam
 from .adamw import AdamW
 from .lbfgs import LBFGS
+from .nadam import NAdam
 from .optimizer import Optimizer
+from .radam import RAdam
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "LBFGS",
-           "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "NAdam", "RAdam", "RMSprop", "Adagrad",
+           "Adadelta", "LBFGS", "lr_scheduler"]

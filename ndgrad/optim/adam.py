@@ -6,10 +6,10 @@ import numpy as np
 
 from .._dtype import float32
 from .._ops.factory import zeros, zeros_like
-from .._tensor import Tensor
 from ..autograd.dispatch_mode import active as _modes  # non-empty while any dispatch mode is entered
 from ..autograd.grad_mode import no_grad
-from .optimizer import Optimizer, _grad_ops, _lerp_ops_, _new_state, _real, _to_scalar, _zero_step
+from .optimizer import (Optimizer, _check_adam_args, _grad_ops, _lerp_ops_, _new_state, _real,
+                        _to_scalar, _zero_step)
 
 __all__ = ["Adam"]
 
@@ -70,18 +70,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False) -> None:
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_adam_args(lr, eps, betas, weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, foreach=foreach, capturable=capturable,
                         differentiable=differentiable, fused=fused,

@@ -45,6 +45,22 @@ def _to_scalar(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
+def _check_adam_args(lr, eps, betas, weight_decay) -> None:
+    """The checks the Adam family makes of its hyper-parameters, in PyTorch's words."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
 def _new_state(arr: np.ndarray) -> Tensor:
     """A plain leaf tensor over ``arr`` (optimizer state never requires grad)."""
     return Tensor._make(arr, None, 0, None)

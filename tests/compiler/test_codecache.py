@@ -5,11 +5,11 @@ later compile of the same graph, in this process or another."""
 from __future__ import annotations
 
 import functools
-from collections import Counter
 import os
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 
 import numpy as np
 import pytest

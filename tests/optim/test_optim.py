@@ -26,6 +26,12 @@ CONFIGS = {
                 dict(lr=0.01, centered=True), dict(lr=0.01, centered=True, momentum=0.5),
                 dict(lr=0.01, weight_decay=0.1, maximize=True),
                 dict(lr=0.01, alpha=0.3, centered=True)],
+    "NAdam": [dict(), dict(lr=0.01, betas=(0.8, 0.9)), dict(lr=0.01, weight_decay=0.1),
+              dict(lr=0.01, momentum_decay=0.1, maximize=True),
+              dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, eps=1e-6)],
+    "RAdam": [dict(), dict(lr=0.01, betas=(0.8, 0.9)), dict(lr=0.01, weight_decay=0.1),
+              dict(lr=0.01, betas=(0.5, 0.6), maximize=True),  # rectified from step 2 on
+              dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, eps=1e-6)],
     "Adagrad": [dict(), dict(lr=0.1, lr_decay=0.1), dict(lr=0.1, weight_decay=0.1),
                 dict(lr=0.1, initial_accumulator_value=0.5), dict(lr=0.1, eps=1e-3, maximize=True)],
 }
@@ -100,9 +106,37 @@ def test_state_dict_round_trip(name, i, torch_or_skip):
     opt2.load_state_dict(sd)
     assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
     resumed = _run(ndgrad, params2, opt2, range(3, 5), dtype)
+    if name == "NAdam":
+        # NOTE(pytorch): loading casts mu_product (float32 state) to the parameter's dtype, so a
+        # resumed run differs from a straight one in the last bits; it must match torch's resumed.
+        tparams2 = [torch_or_skip.tensor(p.detach().numpy().copy(), requires_grad=True)
+                    for p in tparams]
+        topt2 = torch_or_skip.optim.NAdam(tparams2, **kw)
+        topt2.load_state_dict(tsd)
+        straight = [None] * 3 + _run(torch_or_skip, tparams2, topt2, range(3, 5), dtype)
+        for a, b in zip(resumed, straight[3:]):
+            for x, y in zip(a, b):
+                np.testing.assert_allclose(x, y, rtol=1e-13, atol=1e-15)
+        return
     for a, b in zip(resumed, straight[3:]):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("name", ["NAdam", "RAdam"])
+def test_complex_parameters_update_as_real_pairs(name, torch_or_skip):
+    rng = np.random.default_rng(3)
+    init = rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))
+    grads = [rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3)) for _ in range(7)]
+    out = []
+    for T in (ndgrad, torch_or_skip):
+        p = T.tensor(init, requires_grad=True)
+        opt = getattr(T.optim, name)([p], lr=0.05, weight_decay=0.1)
+        for g in grads:
+            p.grad = T.tensor(g)
+            opt.step()
+        out.append(p.detach().numpy().copy())
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-12, atol=1e-14)
 
 
 def test_quadratic_loss_with_backward_and_closure(ref):
@@ -210,6 +244,10 @@ ERRORS = [
     (lambda T: T.optim.AdamW([_p(T)], weight_decay=-1), ValueError),
     (lambda T: T.optim.RMSprop([_p(T)], alpha=-1), ValueError),
     (lambda T: T.optim.RMSprop([_p(T)], momentum=-1), ValueError),
+    (lambda T: T.optim.NAdam([_p(T)], momentum_decay=-1), ValueError),
+    (lambda T: T.optim.NAdam([_p(T)], betas=(0.9, 1.0)), ValueError),
+    (lambda T: T.optim.RAdam([_p(T)], betas=(1.0, 0.9)), ValueError),
+    (lambda T: T.optim.RAdam([_p(T)], eps=-1), ValueError),
     (lambda T: T.optim.Adagrad([_p(T)], lr_decay=-1), ValueError),
     (lambda T: T.optim.Adagrad([_p(T)], initial_accumulator_value=-1), ValueError),
     (lambda T: T.optim.SGD([_p(T)], lr=0.1).add_param_group([_p(T)]), TypeError),
