@@ -130,3 +130,9 @@ def test_errors_match_pytorch():
         with pytest.raises(kind) as got:
             call(nd)
         assert str(got.value) == str(want.value)
+
+
+def test_top_level_vmap_is_func_vmap():
+    """``torch.vmap`` is ``torch.func.vmap``."""
+    assert nd.vmap is nf.vmap
+    assert nd.vmap(lambda a: a * 2)(nd.ones(2, 3)).tolist() == [[2.0] * 3] * 2
