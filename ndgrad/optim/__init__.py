@@ -1,5 +1,5 @@
-"""Optimizers (SGD, Adam, AdamW, NAdam, RAdam, RMSprop, Adagrad, Adadelta, LBFGS) and
-``lr_scheduler``.
+"""Optimizers (SGD, Adam, AdamW, NAdam, RAdam, RMSprop, Adagrad, Adadelta, LBFGS),
+``lr_scheduler`` and ``swa_utils`` (weight averaging).
 
 All with torch's API.
 
@@ -7,7 +7,7 @@ Updates run in place on the parameters' NumPy arrays (see optimizer.py); NAdam, 
 and LBFGS update through Tensor ops under ``no_grad``.
 """
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam
@@ -20,4 +20,4 @@ from .rmsprop import RMSprop
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "NAdam", "RAdam", "RMSprop", "Adagrad",
-           "Adadelta", "LBFGS", "lr_scheduler"]
+           "Adadelta", "LBFGS", "lr_scheduler", "swa_utils"]
