@@ -39,6 +39,7 @@ from . import profiler  # noqa: F401
 from . import futures  # noqa: F401
 from . import distributed, multiprocessing  # noqa: F401
 from . import func  # noqa: F401
+from . import jit  # noqa: F401
 from .func import vmap  # noqa: F401  (torch.vmap is torch.func.vmap)
 from ._legacy_types import *  # noqa: F401,F403  (FloatTensor, LongTensor, ..., Tensor.new)
 from . import accelerator, distributions, testing  # noqa: F401

@@ -37,7 +37,7 @@ LAYERS = {
     "ndgrad._functorch": 6, "ndgrad.futures": 6, "ndgrad.distributed": 6,
     "ndgrad.multiprocessing": 6, "ndgrad.func": 6, "ndgrad.distributions": 6,
     "ndgrad.testing": 6, "ndgrad.accelerator": 6, "ndgrad.amp": 6, "ndgrad.cpu": 6,
-    "ndgrad.backends": 6, "ndgrad._config": 6,
+    "ndgrad.backends": 6, "ndgrad._config": 6, "ndgrad.jit": 6,
     "ndgrad": 6,
 }
 ROOT = "ndgrad"
