@@ -649,3 +649,29 @@ defcomposite(local_response_norm, api="nn.functional.local_response_norm", metho
     sample("3d", rng.standard_normal((2, 5, 4)), 3),
     sample("4d_even_nc", nc(rng.standard_normal((2, 4, 3, 3))), 2, 1e-2, 0.5, 2.0),
     sample("5d", rng.standard_normal((1, 3, 2, 2, 2)), 5, 0.1)])
+
+
+def norm_except_dim(v, pow=2, dim=0):  # noqa: A002  (PyTorch's parameter name)
+    """The ``pow``-norm of ``v`` over every dim but ``dim``, shaped as ``v`` with ones elsewhere
+    (``dim=-1``: the norm of the whole tensor, a 0-d tensor); weight norm's magnitude."""
+    if dim == -1:
+        return v.norm(pow)
+    moved = v.transpose(0, dim) if dim else v  # as PyTorch: rows of dim's slices, one norm each
+    norms = moved.reshape(moved.shape[0], -1).norm(pow, dim=1)
+    shape = [1] * v.dim()
+    shape[dim] = v.shape[dim]
+    return norms.reshape(shape)
+
+
+def _weight_norm(v, g, dim=0):
+    """``v`` scaled to the norm ``g`` (per slice along ``dim``; the whole tensor for ``dim=-1``)."""
+    return v * (g / norm_except_dim(v, 2, dim))
+
+
+defcomposite(norm_except_dim, method=False, samples=lambda rng: [
+    sample("dim0", rng.standard_normal((4, 3, 2))), sample("dim1_pow3", rng.standard_normal((4, 3, 2)), 3, 1),
+    sample("last_nc", nc(rng.standard_normal((3, 5))), 2, 1), sample("whole", rng.standard_normal((3, 4)), 2, -1)])
+defcomposite(_weight_norm, method=False, samples=lambda rng: [
+    sample("dim0", rng.standard_normal((4, 3)), rng.uniform(0.5, 2, (4, 1))),
+    sample("dim1_conv", rng.standard_normal((4, 3, 2, 2)), rng.uniform(0.5, 2, (1, 3, 1, 1)), 1),
+    sample("whole", rng.standard_normal((3, 4)), np.array(1.5), -1)])

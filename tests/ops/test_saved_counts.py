@@ -44,6 +44,7 @@ _GATHER = "a composite of index_select, where or convolution whose parts save th
 FEWER = {
     "gru_cell": "the fused cell op saves its two gate projections and h; torch's composite saves each step's parts",
     "adaptive_avg_pool2d": _SHAPE,
+    "_weight_norm": "a composite: with only g requiring grad it saves v and the norms, not g",
     "interpolate": "mode='area' is adaptive average pooling, whose formula reads the input's shape",
     "avg_pool2d": _SHAPE,
     "pad": _SHAPE,
@@ -119,6 +120,7 @@ MORE = {
     "logaddexp": "the formulas read the result instead of recomputing exp(self) + exp(other)",
     "logaddexp2": "the formulas read the result instead of recomputing 2**self + 2**other",
     "einsum": "a one-operand equation saves its operand (torch's views and sums save none)",
+    "_weight_norm": "a composite (g / ||v|| times v): torch's fused interface saves v, g and the norms",
     "rms_norm": "the fused formula saves input and weight for any gradient (torch: 1 for weight)",
     "scaled_dot_product_attention": "a composite whose softmax, matmuls and masking save each",
     "binary_cross_entropy_with_logits": _LOSS,
