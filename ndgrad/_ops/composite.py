@@ -699,6 +699,13 @@ T.__matmul__ = _call("matmul")
 T.__rmatmul__ = lambda self, other: _call("matmul")(other, self)
 T.mT = property(lambda self: self.transpose(-2, -1))
 T.T = property(lambda self: self.permute(tuple(range(self.dim() - 1, -1, -1))))
+T.mH = property(lambda self: self.transpose(-2, -1).conj())
+T.H = property(lambda self: self.mH if self.dim() == 2 else _h_error(self))
+
+
+def _h_error(t):
+    raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {t.dim()}-D tensor. "
+                       "For batches of matrices, consider using tensor.mH")
 T.__add__ = T.__radd__ = _call("add.Tensor")
 T.__sub__ = _call("sub.Tensor")
 T.__rsub__ = _rsub

@@ -983,3 +983,16 @@ def cross(input, other, dim=None, *, out=None):
 defcomposite(cross, samples=lambda rng: [
     sample("dim", rng.standard_normal((3, 4)), rng.standard_normal((3, 4)), 0),
     sample("default", rng.standard_normal((2, 3)), rng.standard_normal((2, 3)))])
+
+
+def vdot(input, other):
+    """The dot product of two 1-D tensors, the first conjugated (``input`` is not for real ones)."""
+    if input.dim() != 1 or other.dim() != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.dim()}D and {other.dim()}D tensors")
+    return (input.conj() if input.is_complex() else input).dot(other)
+
+
+defcomposite(vdot, samples=lambda rng: [
+    sample("real", rng.standard_normal(4), rng.standard_normal(4)),
+    sample("complex", rng.standard_normal(3) + 1j * rng.standard_normal(3),
+           rng.standard_normal(3) - 1j * rng.standard_normal(3))])

@@ -193,3 +193,57 @@ def test_errors(ref):
     ref.raises(not_parametrized, ValueError)
     ref.raises(sequence_unparametrized, ValueError)
     ref.raises(no_right_inverse, RuntimeError)
+
+
+def _spectral(T, make, steps=3, **kw):
+    T.manual_seed(0)  # the power iteration's starting vectors are drawn: PyTorch's stream
+    m = T.nn.utils.parametrizations.spectral_norm(make(T), **kw)
+    keys = list(m.state_dict())
+    opt = T.optim.SGD(m.parameters(), lr=0.05)
+    x = T.tensor(np.random.default_rng(1).standard_normal(_SN_IN[make.__name__]))
+    outs = []
+    for _ in range(steps):
+        opt.zero_grad()
+        out = m(x)
+        (out * out).sum().backward()
+        opt.step()
+        outs.append(out.detach())
+    m.eval()  # no power iteration: the same value twice
+    w1, w2 = m.weight.detach().clone(), m.weight.detach().clone()
+    buffers = [b.clone() for b in m.buffers()]
+    return keys, outs, [p.grad for p in m.parameters()], w1, w2, buffers
+
+
+def sn_linear(T):
+    return T.nn.Linear(5, 4).double()
+
+
+def sn_conv(T):
+    return T.nn.Conv2d(2, 3, 3).double()
+
+
+def sn_conv_t(T):
+    return T.nn.ConvTranspose2d(2, 3, 3).double()
+
+
+_SN_IN = {"sn_linear": (2, 5), "sn_conv": (1, 2, 5, 5), "sn_conv_t": (1, 2, 3, 3)}
+
+
+@pytest.mark.parametrize("make,kw", [(sn_linear, {}), (sn_linear, {"n_power_iterations": 3}),
+                                     (sn_conv, {}), (sn_conv, {"dim": 1}), (sn_conv_t, {})],
+                         ids=["linear", "linear_3iter", "conv", "conv_dim1", "conv_transpose"])
+def test_spectral_norm_matches_torch(ref, make, kw):
+    ref.same(lambda T: _spectral(T, make, **kw), rtol=1e-10, atol=1e-12)
+
+
+def test_spectral_norm_of_a_vector_and_errors(ref):
+    def vector(T):
+        m = T.nn.Linear(3, 2).double()
+        T.nn.utils.parametrizations.spectral_norm(m, "bias")
+        return m.bias
+
+    ref.same(vector)
+    ref.raises(lambda T: T.nn.utils.parametrizations.spectral_norm(T.nn.Linear(2, 2), n_power_iterations=0),
+               ValueError)
+    ref.raises(lambda T: T.nn.utils.parametrizations.spectral_norm(T.nn.Linear(2, 2), dim=2), IndexError)
+    ref.raises(lambda T: T.nn.utils.parametrizations.spectral_norm(T.nn.Linear(2, 2), "nope"), ValueError)
