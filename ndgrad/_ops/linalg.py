@@ -1,5 +1,6 @@
 """Linear algebra: matmul (batched, broadcasting, 1-D cases), mm, bmm, addmm, dot, outer,
-einsum and the ``linalg`` namespace (inv, det, slogdet, solve, cholesky, qr, svdvals, ...).
+einsum and the ``linalg`` namespace (inv, det, slogdet, solve, cholesky, qr, svdvals, matrix_norm,
+norm, vecdot, multi_dot, ...).
 
 Batch dimensions broadcast in the forward; the engine sums gradients back to each input's shape.
 """
@@ -996,3 +997,154 @@ defcomposite(vdot, samples=lambda rng: [
     sample("real", rng.standard_normal(4), rng.standard_normal(4)),
     sample("complex", rng.standard_normal(3) + 1j * rng.standard_normal(3),
            rng.standard_normal(3) - 1j * rng.standard_normal(3))])
+
+
+# --- linalg: matrix and general norms, vecdot, multi_dot ---
+_MATRIX_ORDS = ("fro", "nuc", float("inf"), float("-inf"), 1, -1, 2, -2)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):  # noqa: A002
+    """``torch.linalg.matrix_norm``: Frobenius, nuclear, max/min absolute column (1, -1) or row
+    (inf, -inf) sum, largest or smallest singular value (2, -2), over the two dims ``dim``."""
+    if out is not None:
+        return write_out("linalg_matrix_norm", lambda: matrix_norm(A, ord, dim, keepdim, dtype=dtype), (A,), out)
+    if A.dim() < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
+    if isinstance(ord, str) and ord not in ("fro", "nuc"):
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if not isinstance(ord, str) and ord not in _MATRIX_ORDS:
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    dim = tuple(dim)
+    if len(dim) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(str(d) for d in dim)}")
+    d0, d1 = (_wrap_dim(d, A.dim()) for d in dim)
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({dim[0]}, {dim[1]})")
+    if dtype is not None:
+        A = A.to(dtype)
+    vector_norm = NAMESPACES["linalg"]["vector_norm"]
+    if ord == "fro":
+        return vector_norm(A, 2, (d0, d1), keepdim)
+    if ord in ("nuc", 2, -2):  # from the singular values, dims moved last
+        rest = [d for d in range(A.dim()) if d not in (d0, d1)]
+        s = NAMESPACES["linalg"]["svdvals"](A.permute(rest + [d0, d1]))
+        r = s.sum(-1) if ord == "nuc" else s.amax(-1) if ord == 2 else s.amin(-1)
+        if keepdim:
+            for d in sorted((d0, d1)):
+                r = r.unsqueeze(d)
+        return r
+    # 1 / -1: column sums (over rows, d0); inf / -inf: row sums (over columns, d1)
+    over, then = (d0, d1) if abs(ord) == 1 else (d1, d0)
+    sums = A.abs().sum(over, keepdim=True)
+    r = sums.amax(then, keepdim=True) if ord > 0 else sums.amin(then, keepdim=True)
+    return r if keepdim else r.squeeze((d0, d1))
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):  # noqa: A002
+    """``torch.linalg.norm``: a vector norm over one dim (or the flattened tensor), a matrix norm
+    over two; without ``dim``, ``ord`` decides from ``A``'s dims (1-D vector, 2-D matrix)."""
+    if out is not None:
+        return write_out("linalg_norm", lambda: norm(A, ord, dim, keepdim, dtype=dtype), (A,), out)
+    vector_norm = NAMESPACES["linalg"]["vector_norm"]
+    if dim is not None:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        if len(dims) == 1:
+            if isinstance(ord, str):
+                raise RuntimeError(f"linalg.vector_norm: Order {ord} not supported.")
+            return vector_norm(A, 2 if ord is None else ord, dims, keepdim, dtype=dtype)
+        if len(dims) == 2:
+            return matrix_norm(A, "fro" if ord is None else ord, dims, keepdim, dtype=dtype)
+        raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {list(dims)}")
+    if ord is None:
+        return vector_norm(A, 2, None, keepdim, dtype=dtype)
+    if A.dim() == 1 and not isinstance(ord, str):
+        return vector_norm(A, ord, None, keepdim, dtype=dtype)
+    if A.dim() in (1, 2):  # (a string order is a matrix norm's: a 1-D input is refused there)
+        return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+    raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got "
+                       f"{A.dim()}D.")
+
+
+def vecdot(x, y, *, dim=-1, out=None):
+    """``torch.linalg.vecdot``: ``sum(x.conj() * y, dim)`` (the conjugate only for complex ``x``)."""
+    if out is not None:
+        return write_out("linalg_vecdot", lambda: vecdot(x, y, dim=dim), (x, y), out)
+    return ((x.conj() if x.is_complex() else x) * y).sum(dim)
+
+
+def multi_dot(tensors, *, out=None):
+    """``torch.linalg.multi_dot``: the product of a chain of matrices (the first may be a row
+    vector, the last a column vector) in the order that needs the fewest multiplications."""
+    if out is not None:
+        return write_out("linalg_multi_dot", lambda: multi_dot(tensors), tuple(tensors), out)
+    n = len(tensors)
+    if n < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {n}")
+    ts = list(tensors)
+    for i, t in enumerate(ts):
+        ok = t.dim() == 2 or (t.dim() == 1 and i in (0, n - 1))
+        if not ok:
+            where = "first" if i == 0 else "last" if i == n - 1 else None
+            if where is not None:
+                raise RuntimeError(f"multi_dot(): the {where} tensor must be 1D or 2D but got {t.dim()}D")
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.dim()}D")
+    first_1d, last_1d = ts[0].dim() == 1, ts[-1].dim() == 1
+    if first_1d:
+        ts[0] = ts[0].unsqueeze(0)
+    if last_1d:
+        ts[-1] = ts[-1].unsqueeze(-1)
+    for i in range(n - 1):
+        if ts[i].shape[1] != ts[i + 1].shape[0]:
+            raise RuntimeError(
+                f"multi_dot(): tensors {i} and {i + 1} with shapes {list(tensors[i].shape)} and "
+                f"{list(tensors[i + 1].shape)} cannot be multiplied")
+    if n == 2:
+        out = ts[0] @ ts[1]
+    else:
+        # the matrix-chain order: cost[i][j] of the cheapest product of ts[i..j], split[i][j]
+        p = [ts[0].shape[0]] + [t.shape[1] for t in ts]
+        cost = [[0] * n for _ in range(n)]
+        split = [[0] * n for _ in range(n)]
+        for length in range(1, n):
+            for i in range(n - length):
+                j = i + length
+                cost[i][j] = None
+                for k in range(i, j):
+                    c = cost[i][k] + cost[k + 1][j] + p[i] * p[k + 1] * p[j + 1]
+                    if cost[i][j] is None or c < cost[i][j]:
+                        cost[i][j], split[i][j] = c, k
+
+        def product(i, j):
+            if i == j:
+                return ts[i]
+            k = split[i][j]
+            return product(i, k) @ product(k + 1, j)
+
+        out = product(0, n - 1)
+    if first_1d:
+        out = out.squeeze(0)
+    if last_1d:
+        out = out.squeeze(-1)
+    return out
+
+
+defcomposite(matrix_norm, api="linalg.matrix_norm", method=False, samples=lambda rng: [
+    sample(f"ord_{o}", rng.standard_normal((3, 4)), o) for o in ("fro", "nuc", 1, -1, 2, -2)] + [
+    sample("inf_batched", rng.standard_normal((2, 3, 4)), float("inf")),
+    sample("minf_dims_keep", nc(rng.standard_normal((3, 4, 2))), float("-inf"), (0, 2), True),
+    sample("nuc_dims", rng.standard_normal((2, 3, 3)), "nuc", (2, 0))])
+defcomposite(norm, name="linalg_norm", api="linalg.norm", method=False, samples=lambda rng: [
+    sample("flat", rng.standard_normal((2, 3, 4))), sample("vector_ord3", rng.standard_normal(5), 3),
+    sample("matrix_ord1", rng.standard_normal((3, 4)), 1), sample("dim1", rng.standard_normal((3, 4)), 1.5, 1),
+    sample("dims_nuc_keep", rng.standard_normal((2, 3, 4)), "nuc", (1, 2), True)])
+defcomposite(vecdot, name="linalg_vecdot", api="linalg.vecdot", method=False, samples=lambda rng: [
+    sample("last", rng.standard_normal((3, 4)), rng.standard_normal((3, 4))),
+    sample("dim0_bcast", rng.standard_normal((3, 1)), rng.standard_normal((3, 2)), dim=0),
+    sample("complex", rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3)),
+           rng.standard_normal((2, 3)) - 1j * rng.standard_normal((2, 3)))])
+defcomposite(multi_dot, name="linalg_multi_dot", api="linalg.multi_dot", method=False, samples=lambda rng: [
+    sample("two", [rng.standard_normal((3, 4)), rng.standard_normal((4, 2))]),
+    sample("four", [rng.standard_normal((5, 2)), rng.standard_normal((2, 6)), rng.standard_normal((6, 3)),
+                    rng.standard_normal((3, 4))]),
+    sample("vectors", [rng.standard_normal(3), rng.standard_normal((3, 4)), rng.standard_normal((4, 2)),
+                       rng.standard_normal(2)])])

@@ -44,6 +44,8 @@ _GATHER = "a composite of index_select, where or convolution whose parts save th
 FEWER = {
     "gru_cell": "the fused cell op saves its two gate projections and h; torch's composite saves each step's parts",
     "adaptive_avg_pool2d": _SHAPE,
+    "matrix_norm": "a composite of svdvals (one saved SVD) or abs, sum and amax: torch's saves more",
+    "linalg_norm": "matrix orders are matrix_norm's composite: torch's saves more",
     "_weight_norm": "a composite: with only g requiring grad it saves v and the norms, not g",
     "interpolate": "mode='area' is adaptive average pooling, whose formula reads the input's shape",
     "avg_pool2d": _SHAPE,
