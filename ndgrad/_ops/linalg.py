@@ -1,6 +1,6 @@
 """Linear algebra: matmul (batched, broadcasting, 1-D cases), mm, bmm, addmm, dot, outer,
-einsum and the ``linalg`` namespace (inv, det, slogdet, solve, cholesky, qr, svdvals, matrix_norm,
-norm, vecdot, multi_dot, ...).
+einsum and the ``linalg`` namespace (inv, det, slogdet, solve, cholesky, qr, svd, svdvals, eigh,
+eigvalsh, matrix_norm, norm, vecdot, multi_dot, ...).
 
 Batch dimensions broadcast in the forward; the engine sums gradients back to each input's shape.
 """
@@ -1148,3 +1148,67 @@ defcomposite(multi_dot, name="linalg_multi_dot", api="linalg.multi_dot", method=
                     rng.standard_normal((3, 4))]),
     sample("vectors", [rng.standard_normal(3), rng.standard_normal((3, 4)), rng.standard_normal((4, 2)),
                        rng.standard_normal(2)])])
+
+
+# --- linalg.eigh, eigvalsh: the symmetric (Hermitian) eigendecomposition ---
+def _eigh(a, UPLO):
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    _check_square("linalg.eigh", a)
+    if a.dtype.kind not in "fc":
+        raise RuntimeError(f'"linalg_eigh_cpu" not implemented for \'{_tname(a).replace("Tensor", "")}\'')
+    return np.linalg.eigh(a, UPLO)  # eigenvalues ascending, from the one triangle
+
+
+def _eigh_backward(grads, L, V):
+    """gA = V (diag(gL) + skew(V^T gV) / E) V^T, E_ij = l_j - l_i (PyTorch's: the input is taken
+    to be symmetric, the gradient is not symmetrised). Needs distinct eigenvalues."""
+    if V.is_complex():
+        raise NotImplementedError("ndgrad: the gradient of linalg.eigh for complex inputs is not implemented")
+    gL, gV = grads
+    k = L.shape[-1]
+    eye = _eye(k, dtype=L.dtype, device=L.device)
+    E = L[..., None, :] - L[..., :, None] + eye  # (the skew part's diagonal is zero)
+    VtgV = V.mT @ gV
+    inner = 0.5 * (VtgV - VtgV.mT) / E + gL.diag_embed()
+    return V @ inner @ V.mT
+
+
+eigh_result = return_types._structseq("linalg_eigh", ("eigenvalues", "eigenvectors"))
+return_types.linalg_eigh = eigh_result
+_eigh_rec = defop(
+    "linalg_eigh(Tensor A, str UPLO=\"L\") -> (Tensor eigenvalues, Tensor eigenvectors)", _eigh,
+    {"A": lambda grads, eigenvalues, eigenvectors: _eigh_backward(grads, eigenvalues, eigenvectors)},
+    # No generic oracle (LAPACK builds may pick other signs for the eigenvectors) and no generic
+    # gradcheck (only one triangle is read): tests/ops/test_linalg.py checks both on symmetric input.
+    api=False, method=False, node_name="LinalgEighBackward0", gradcheck=False,
+    samples=lambda rng: [sample("sym", _sym(rng, 3)), sample("upper", _sym(rng, 3), "U"),
+                         sample("batched", np.stack([_sym(rng, 2), _sym(rng, 2)]))])
+
+
+def _sym(rng, n):
+    a = rng.standard_normal((n, n))
+    return a + a.T
+
+
+def linalg_eigh(A, UPLO="L", *, out=None):
+    """``torch.linalg.eigh``: eigenvalues (ascending) and orthonormal eigenvectors of a symmetric
+    (Hermitian) matrix, read from its lower (``UPLO="L"``) or upper triangle."""
+    if out is not None:
+        return write_out("linalg_eigh", lambda: linalg_eigh(A, UPLO), (A,), out)
+    return eigh_result(*_eigh_rec.call(A, UPLO))
+
+
+NAMESPACES["linalg"]["eigh"] = linalg_eigh
+
+
+def _eigvalsh(a, UPLO):
+    return _eigh(a, UPLO)[0]
+
+
+defop("linalg_eigvalsh(Tensor A, str UPLO=\"L\") -> Tensor", _eigvalsh,
+      # dL_i = v_i^T dA v_i: gA = V diag(gL) V^T (V recomputed, differentiable)
+      {"A": lambda grad, A, UPLO: (lambda V: (V * grad[..., None, :]) @ V.mT)(_eigh_rec.call(A, UPLO)[1])},
+      api="linalg.eigvalsh", method=False, node_name="LinalgEighBackward0", gradcheck=False,
+      samples=lambda rng: [sample("sym", _sym(rng, 3)), sample("upper", _sym(rng, 4), "U"),
+                           sample("batched_nc", nc(np.stack([_sym(rng, 3), _sym(rng, 3)])))])

@@ -146,7 +146,10 @@ lib.linalg.multi_dot([d(3, 3), d(2, 3, 3)])
 lib.linalg.multi_dot([d(2, 3, 3), d(3, 3)])
 lib.linalg.multi_dot([d(3, 3), d(3), d(3, 3)])
 lib.linalg.multi_dot([d(3, 4), d(3, 3)])
-lib.vdot(d(2, 2), d(2))""".splitlines()
+lib.vdot(d(2, 2), d(2))
+lib.linalg.eigh(d(3, 4))
+lib.linalg.eigh(d(3, 3), UPLO='X')
+lib.linalg.eigvalsh(d(2, 3))""".splitlines()
 
 
 def _run(lib, expr):
@@ -165,3 +168,34 @@ def test_error_matches_torch(expr):
     expected = _run(torch, expr)
     assert expected is not None, "torch accepts this input; the case is wrong"
     assert _run(nd, expr) == expected
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4)])
+def test_eigh_gradients_through_symmetric_input(uplo, shape):
+    """eigh reads one triangle: gradcheck runs through X + X^T (as PyTorch's own tests do), for
+    eigenvalues and sign-free functions of the eigenvectors, first and second order."""
+    x = nd.tensor(np.random.default_rng(1).standard_normal(shape), requires_grad=True)
+
+    def f(x):
+        L, V = nd.linalg.eigh(x + x.mT, UPLO=uplo)
+        return L, V * V, nd.linalg.eigvalsh(x + x.mT, UPLO=uplo)
+
+    assert nd.autograd.gradcheck(f, (x,))
+    assert nd.autograd.gradgradcheck(lambda x: f(x)[0], (x,))
+
+
+def test_eigh_matches_torch_up_to_signs():
+    a = np.random.default_rng(2).standard_normal((2, 4, 4))
+    a = a + np.swapaxes(a, -1, -2)
+    w, W = np.random.default_rng(3).standard_normal(4), np.random.default_rng(4).standard_normal((4, 4))
+    got = []
+    for lib in (nd, torch):
+        x = lib.tensor(a, requires_grad=True)
+        L, V = lib.linalg.eigh(x)
+        ((L * lib.tensor(w)).sum() + (V * V * lib.tensor(W)).sum()).backward()
+        got.append((L.detach().numpy(), np.abs(V.detach().numpy()), x.grad.numpy(),
+                    type(L.grad_fn).__name__))
+    for g, t in zip(got[0][:3], got[1][:3]):
+        np.testing.assert_allclose(g, t, rtol=1e-10, atol=1e-12)
+    assert got[0][3] == got[1][3]

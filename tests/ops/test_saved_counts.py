@@ -62,6 +62,7 @@ FEWER = {
     "linalg_slogdet": "torch also saves its factorization",
     "linalg_solve": "torch also saves the LU factors and pivots",
     "linalg_svdvals": "torch saves U and Vh too",
+    "linalg_eigvalsh": "ndgrad saves A and recomputes the eigenvectors; torch saves both outputs",
     "max_pool2d_with_indices": "the formula reads the indices and self's shape; torch: self too",
     "pow.Tensor_Tensor": _OUT,
     "clamp": "torch saves self, min and max for any gradient; a bound's formula reads self and it",
