@@ -22,7 +22,7 @@ from .._tensor import Tensor, _wrap_dim
 from .factory import eye as _eye
 from .factory import ones as _ones
 from .jvp import plus, product
-from .registry import NAMESPACES, defcomposite, defop, write_out
+from .registry import NAMESPACES, OPS, defcomposite, defop, write_out
 from .samples import nc, sample
 from .shape import cat
 
@@ -1212,3 +1212,180 @@ defop("linalg_eigvalsh(Tensor A, str UPLO=\"L\") -> Tensor", _eigvalsh,
       api="linalg.eigvalsh", method=False, node_name="LinalgEighBackward0", gradcheck=False,
       samples=lambda rng: [sample("sym", _sym(rng, 3)), sample("upper", _sym(rng, 4), "U"),
                            sample("batched_nc", nc(np.stack([_sym(rng, 3), _sym(rng, 3)])))])
+
+
+# --- linalg: pinv, matrix_rank, solve_triangular, cholesky_ex, inv_ex, lstsq ---
+def _tolerance(S, A, atol, rtol):
+    """PyTorch's singular-value cutoff: max(atol, rtol * largest), rtol defaulting to
+    eps * max(m, n) when neither is given (0 when only atol is)."""
+    if rtol is None:
+        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A._data.real.dtype).eps * max(A.shape[-2:])
+    top = S.amax(-1, keepdim=True) if S.shape[-1] else S.sum(-1, keepdim=True)
+    tol = top * rtol
+    return tol.clamp(min=atol) if atol is not None else tol
+
+
+def _pinv(a, atol, rtol, hermitian):
+    _check_float("linalg.pinv", a)
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    if rtol is None:
+        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(s.dtype).eps * max(a.shape[-2:])
+    tol = (s.max(-1, keepdims=True) if s.shape[-1] else np.zeros(s.shape[:-1] + (1,), s.dtype)) * rtol
+    if atol is not None:
+        tol = np.maximum(tol, atol)
+    keep = s > tol
+    s_inv = np.where(keep, 1 / np.where(keep, s, 1), 0)
+    return np.matmul(np.swapaxes(vh, -1, -2).conj() * s_inv[..., None, :], np.swapaxes(u, -1, -2).conj())
+
+
+def _pinv_backward(G, P, A):
+    """The gradient of the pseudo-inverse at constant rank (dP = -P dA P + P P^T dA^T (I - A P)
+    + (I - P A) dA^T P^T P): gA = -P^T G P^T + (I - A P) G^T P P^T + P^T P G^T (I - P A)."""
+    if P.is_complex():
+        raise NotImplementedError("ndgrad: the gradient of linalg.pinv for complex inputs is not implemented")
+    Pt, Gt = P.mT, G.mT
+    return -(Pt @ G @ Pt) + (Gt - A @ (P @ Gt)) @ (P @ Pt) + (Pt @ P) @ (Gt - (Gt @ P) @ A)
+
+
+_pinv_rec = defop(
+    "linalg_pinv(Tensor A, *, float? atol=None, float? rtol=None, bool hermitian=False) -> Tensor", _pinv,
+    {"A": lambda grad, A, result: _pinv_backward(grad, result, A)},
+    api=False, method=False, node_name="LinalgPinvBackward0",
+    # (the gradient is the constant-rank one, PyTorch's: samples that drop a singular value
+    # are compared with torch in tests/ops/test_linalg.py, not gradchecked)
+    samples=lambda rng: [sample("tall", rng.standard_normal((4, 3))),
+                         sample("wide_batched", rng.standard_normal((2, 2, 5))),
+                         sample("rtol", rng.standard_normal((4, 3)), rtol=1e-6),
+                         sample("atol", rng.standard_normal((3, 3)), atol=1e-3)])
+
+
+def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
+    """``torch.linalg.pinv``: the Moore-Penrose pseudo-inverse from the SVD (singular values at or
+    below max(atol, rtol * largest) treated as zero); ``rcond`` is the older name of ``rtol``."""
+    if out is not None:
+        return write_out("linalg_pinv", lambda: pinv(A, rcond, hermitian, atol=atol, rtol=rtol), (A,), out)
+    if rcond is not None:
+        if rtol is not None:
+            raise RuntimeError("linalg.pinv: rcond and rtol cannot both be set")
+        rtol = rcond
+    if A.dim() < 2:
+        raise RuntimeError("linalg.pinv(" + _tname(A._data) + "{" + str(list(A.shape))
+                           + "}): expected a tensor with 2 or more dimensions of float, double, cfloat or "
+                             "cdouble types")
+    return _pinv_rec.call(A, atol=atol, rtol=rtol, hermitian=hermitian)
+
+
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
+    """``torch.linalg.matrix_rank``: the number of singular values above the cutoff (int64)."""
+    if out is not None:
+        return write_out("linalg_matrix_rank", lambda: matrix_rank(A, tol, hermitian, atol=atol, rtol=rtol),
+                         (A,), out)
+    if tol is not None:
+        atol, rtol = tol, 0.0
+    S = NAMESPACES["linalg"]["svdvals"](A.detach())
+    return (S > _tolerance(S, A, atol, rtol)).sum(-1)
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
+    """``torch.linalg.solve_triangular``: ``X`` with ``A X = B`` (``X A = B`` for ``left=False``)
+    reading only ``A``'s upper or lower triangle (its diagonal taken as ones when
+    ``unitriangular``); the gradient flows to that triangle alone."""
+    if out is not None:
+        return write_out("linalg_solve_triangular", lambda: solve_triangular(
+            A, B, upper=upper, left=left, unitriangular=unitriangular), (A, B), out)
+    T = A.triu() if upper else A.tril()
+    if unitriangular:
+        T = (T.triu(1) if upper else T.tril(-1)) + _eye(A.shape[-1], dtype=A.dtype, device=A.device)
+    solve = NAMESPACES["linalg"]["solve"]
+    if left:
+        return solve(T, B)
+    return solve(T.mT, B.mT).mT
+
+
+cholesky_ex_result = return_types._structseq("linalg_cholesky_ex", ("L", "info"))
+return_types.linalg_cholesky_ex = cholesky_ex_result
+inv_ex_result = return_types._structseq("linalg_inv_ex", ("inverse", "info"))
+return_types.linalg_inv_ex = inv_ex_result
+
+
+def _info(A, op) -> Tensor:
+    """``info`` of an ``_ex`` function: zeros, or after ``op`` failed on ``A``, per matrix 0 or
+    the order (element) its own error names."""
+    import re
+
+    from .factory import zeros
+
+    info = zeros(tuple(A.shape[:-2]), dtype=D.int32)
+    if op is None:  # it succeeded
+        return info
+    flat, mats = info.reshape(-1), A.reshape((-1,) + tuple(A.shape[-2:]))
+    for b in range(mats.shape[0]):
+        try:
+            op(mats[b])
+        except LinAlgError as e:
+            k = re.search(r"(?:order|element) (\d+)", str(e))
+            flat[b] = int(k.group(1)) if k else 1
+    return info
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
+    """``torch.linalg.cholesky_ex``: ``(L, info)`` without raising unless ``check_errors``; info
+    is 0, or the order of the first leading minor that is not positive-definite."""
+    if out is not None:
+        return write_out("linalg_cholesky_ex", lambda: cholesky_ex(A, upper=upper, check_errors=check_errors),
+                         (A,), out)
+    cholesky = NAMESPACES["linalg"]["cholesky"]
+    try:
+        return cholesky_ex_result(cholesky(A, upper=upper), _info(A, None))
+    except LinAlgError as e:
+        if check_errors:
+            raise LinAlgError(str(e).replace("linalg.cholesky:", "linalg.cholesky_ex:")) from None
+    return cholesky_ex_result(A.new_full(A.shape, float("nan")), _info(A, cholesky))
+
+
+def inv_ex(A, *, check_errors=False, out=None):
+    """``torch.linalg.inv_ex``: ``(inverse, info)`` without raising unless ``check_errors``; info
+    is 0, or the first zero diagonal element of the LU factorisation."""
+    if out is not None:
+        return write_out("linalg_inv_ex", lambda: inv_ex(A, check_errors=check_errors), (A,), out)
+    try:
+        return inv_ex_result(_inv_op(A), _info(A, None))
+    except LinAlgError as e:
+        if check_errors:
+            raise LinAlgError(str(e).replace("linalg.inv:", "linalg.inv_ex:")) from None
+    return inv_ex_result(A.new_full(A.shape, float("nan")), _info(A, _inv_op))
+
+
+lstsq_result = return_types._structseq("linalg_lstsq", ("solution", "residuals", "rank", "singular_values"))
+return_types.linalg_lstsq = lstsq_result
+_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """``torch.linalg.lstsq``: the least-squares solution of ``A X = B`` (minimum norm, singular
+    values below ``rcond`` times the largest dropped), as the pseudo-inverse gives it; with the
+    driver's extras as PyTorch fills them on the CPU: ``rank`` (not for ``gels``), residuals for a
+    tall full-rank ``A`` (not for ``gelsy``, the default), singular values (``gelsd``, ``gelss``)."""
+    if driver is None:
+        driver = "gelsy"
+    if driver not in _DRIVERS:
+        raise RuntimeError(f"torch.linalg.lstsq: parameter `driver` should be one of ({', '.join(_DRIVERS)})")
+    if A.dim() < 2:
+        raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
+    vector = B.dim() == A.dim() - 1
+    Bm = B.unsqueeze(-1) if vector else B
+    m, n = A.shape[-2:]
+    X = pinv(A, rtol=rcond if rcond is not None and rcond > 0 else None) @ Bm
+    S = NAMESPACES["linalg"]["svdvals"](A.detach())
+    rank = (S > _tolerance(S, A, None, rcond if rcond is not None and rcond > 0 else None)).sum(-1)
+    empty = A.new_zeros((0,))
+    residuals = empty
+    if driver != "gelsy" and m > n and bool((rank == n).all()):
+        residuals = ((A @ X - Bm) ** 2).sum(-2)  # (a vector b keeps its column: shape (1,))
+    singular_values = S if driver in ("gelsd", "gelss") else empty
+    return lstsq_result(X.squeeze(-1) if vector else X, residuals,
+                        rank if driver != "gels" else rank.new_zeros((0,)), singular_values)
+
+
+NAMESPACES["linalg"].update(pinv=pinv, matrix_rank=matrix_rank, solve_triangular=solve_triangular,
+                            cholesky_ex=cholesky_ex, inv_ex=inv_ex, lstsq=lstsq)

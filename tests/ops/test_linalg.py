@@ -149,7 +149,9 @@ lib.linalg.multi_dot([d(3, 4), d(3, 3)])
 lib.vdot(d(2, 2), d(2))
 lib.linalg.eigh(d(3, 4))
 lib.linalg.eigh(d(3, 3), UPLO='X')
-lib.linalg.eigvalsh(d(2, 3))""".splitlines()
+lib.linalg.eigvalsh(d(2, 3))
+lib.linalg.lstsq(d(3, 3), d(3), driver='foo')
+lib.linalg.pinv(d(3))""".splitlines()
 
 
 def _run(lib, expr):
@@ -199,3 +201,67 @@ def test_eigh_matches_torch_up_to_signs():
     for g, t in zip(got[0][:3], got[1][:3]):
         np.testing.assert_allclose(g, t, rtol=1e-10, atol=1e-12)
     assert got[0][3] == got[1][3]
+
+
+_RNG = np.random.default_rng(5)
+_A, _B, _T = _RNG.standard_normal((4, 3)), _RNG.standard_normal((4, 2)), _RNG.standard_normal((3, 3)) + 3 * np.eye(3)
+SOLVERS = {
+    "pinv_tall": (lambda L, a: L.linalg.pinv(a), [_A]),
+    "pinv_wide_batched": (lambda L, a: L.linalg.pinv(a), [_RNG.standard_normal((2, 2, 5))]),
+    "pinv_rcond": (lambda L, a: L.linalg.pinv(a, 0.5), [_A]),
+    "pinv_rank_deficient": (lambda L, a: L.linalg.pinv(a.detach()), [np.ones((3, 3))]),
+    "matrix_rank": (lambda L, a: L.linalg.matrix_rank(a.detach()), [np.ones((3, 3))]),
+    "matrix_rank_tols": (lambda L, a: L.linalg.matrix_rank(a.detach(), atol=1.0, rtol=0.1), [_A]),
+    "lstsq": (lambda L, a, b: tuple(L.linalg.lstsq(a, b)), [_A, _B]),
+    "lstsq_vector_gelsd": (lambda L, a, b: tuple(L.linalg.lstsq(a, b[:, 0], driver="gelsd")), [_A, _B]),
+    "lstsq_gels": (lambda L, a, b: tuple(L.linalg.lstsq(a, b, driver="gels")), [_A, _B]),
+    "lstsq_gelss_wide": (lambda L, a, b: tuple(L.linalg.lstsq(a.mT, b[:3], driver="gelss")), [_A, _B]),
+}
+for _up in (True, False):
+    for _left in (True, False):
+        for _unit in (True, False):
+            SOLVERS[f"solve_triangular_{'up' if _up else 'low'}_{'left' if _left else 'right'}"
+                    f"{'_unit' if _unit else ''}"] = (
+                lambda L, a, b, up=_up, left=_left, unit=_unit: L.linalg.solve_triangular(
+                    a, b if left else b.mT, upper=up, left=left, unitriangular=unit), [_T, _B[:3]])
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+def test_solvers_match_torch(name):
+    """Values, dtypes and gradients (through every floating output) against torch."""
+    fn, arrays = SOLVERS[name]
+    got = []
+    for lib in (nd, torch):
+        ts = [lib.tensor(a, requires_grad=True) for a in arrays]
+        out = fn(lib, *ts)
+        out = out if isinstance(out, tuple) else (out,)
+        diff = [o for o in out if o.requires_grad]
+        if diff:
+            sum((o * lib.tensor(np.cos(np.arange(o.numel())).reshape(tuple(o.shape)))).sum()
+                for o in diff).backward()
+        got.append(([o.detach().numpy() for o in out],
+                    [None if t.grad is None else t.grad.numpy() for t in ts]))
+    (vals, grads), (want_vals, want_grads) = got
+    for a, b in zip(vals + grads, want_vals + want_grads, strict=True):
+        if b is None:
+            assert a is None
+            continue
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_ex_variants_report_info_per_matrix():
+    spd_or_not = np.stack([np.eye(2), -np.eye(2), np.eye(2), np.diag([1.0, -1.0])])
+    singular_or_not = np.stack([np.eye(2), np.zeros((2, 2)), np.array([[1.0, 2.0], [2.0, 4.0]])])
+    for lib in (nd, torch):
+        assert lib.linalg.cholesky_ex(lib.tensor(spd_or_not)).info.tolist() == [0, 1, 0, 2]
+        assert lib.linalg.inv_ex(lib.tensor(singular_or_not)).info.tolist() == [0, 1, 2]
+        r = lib.linalg.cholesky_ex(lib.eye(2, dtype=lib.float64))
+        assert r.info.item() == 0 and r.L.tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    for name, x in (("cholesky_ex", -np.eye(3)), ("inv_ex", np.zeros((2, 2)))):
+        msgs = []
+        for lib in (nd, torch):
+            with pytest.raises(RuntimeError) as e:
+                getattr(lib.linalg, name)(lib.tensor(x), check_errors=True)
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1]
