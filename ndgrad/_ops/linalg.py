@@ -1389,3 +1389,53 @@ def lstsq(A, B, rcond=None, *, driver=None):
 
 NAMESPACES["linalg"].update(pinv=pinv, matrix_rank=matrix_rank, solve_triangular=solve_triangular,
                             cholesky_ex=cholesky_ex, inv_ex=inv_ex, lstsq=lstsq)
+
+
+# --- from a Cholesky factor; linalg.diagonal, linalg.cond ---
+def cholesky_solve(B, L, upper=False, *, out=None):
+    """``torch.cholesky_solve``: ``X`` with ``A X = B`` for ``A = L L^T`` (``U^T U`` when
+    ``upper``)."""
+    if out is not None:
+        return write_out("cholesky_solve", lambda: cholesky_solve(B, L, upper), (B, L), out)
+    # A formed from the whole of L (no triangle masked): the gradient reaches all of L, as PyTorch's
+    A = L.mT.conj() @ L if upper else L @ L.mT.conj()
+    return NAMESPACES["linalg"]["solve"](A, B)
+
+
+def cholesky_inverse(L, upper=False, *, out=None):
+    """``torch.cholesky_inverse``: the inverse of ``A = L L^T`` (``U^T U`` when ``upper``)."""
+    if out is not None:
+        return write_out("cholesky_inverse", lambda: cholesky_inverse(L, upper), (L,), out)
+    eye = _eye(L.shape[-1], dtype=L.dtype, device=L.device)
+    return cholesky_solve(eye.expand(L.shape), L, upper)
+
+
+def linalg_diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    """``torch.linalg.diagonal``: ``torch.diagonal`` over the last two dims by default."""
+    return A.diagonal(offset, dim1, dim2)
+
+
+def cond(A, p=None, *, out=None):
+    """``torch.linalg.cond``: ``||A||_p ||A^-1||_p``; for ``p`` None, 2 or -2 the ratio of the
+    extreme singular values (any shape), else from ``matrix_norm`` and the inverse (square)."""
+    if out is not None:
+        return write_out("linalg_cond", lambda: cond(A, p), (A,), out)
+    if p in (None, 2, -2):
+        s = NAMESPACES["linalg"]["svdvals"](A)
+        hi, lo = s[..., 0], s[..., -1]
+        return hi / lo if p in (None, 2) else lo / hi
+    return matrix_norm(A, p) * matrix_norm(_inv_op(A), p)
+
+
+defcomposite(cholesky_solve, method="cholesky_solve", samples=lambda rng: [
+    sample("lower", rng.standard_normal((3, 2)), np.linalg.cholesky(_spd(rng, (3, 3)))),
+    sample("upper_batched", rng.standard_normal((2, 3, 1)), np.swapaxes(np.linalg.cholesky(_spd(rng, (2, 3, 3))),
+                                                                     -1, -2), True)])
+defcomposite(cholesky_inverse, method="cholesky_inverse", samples=lambda rng: [
+    sample("lower", np.linalg.cholesky(_spd(rng, (3, 3)))),
+    sample("upper", np.linalg.cholesky(_spd(rng, (3, 3))).T, True)])
+# (the other orders: torch 2.13's own backward fails on them, see tests/ops/test_linalg.py)
+defcomposite(cond, name="linalg_cond", api="linalg.cond", method=False, samples=lambda rng: [
+    sample("default", rng.standard_normal((3, 3))), sample("tall_minus2", rng.standard_normal((4, 3)), -2),
+    sample("batched", _spd(rng, (2, 3, 3)), 2)])
+NAMESPACES["linalg"]["diagonal"] = linalg_diagonal
