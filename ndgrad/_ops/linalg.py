@@ -1427,13 +1427,18 @@ def cond(A, p=None, *, out=None):
     return matrix_norm(A, p) * matrix_norm(_inv_op(A), p)
 
 
+def _chol_factor(rng, shape):
+    """The lower Cholesky factor of a symmetric positive-definite matrix (or batch)."""
+    x = rng.standard_normal(shape)
+    return np.linalg.cholesky(x @ np.swapaxes(x, -1, -2) + shape[-1] * np.eye(shape[-1]))
+
+
 defcomposite(cholesky_solve, method="cholesky_solve", samples=lambda rng: [
-    sample("lower", rng.standard_normal((3, 2)), np.linalg.cholesky(_spd(rng, (3, 3)))),
-    sample("upper_batched", rng.standard_normal((2, 3, 1)), np.swapaxes(np.linalg.cholesky(_spd(rng, (2, 3, 3))),
-                                                                     -1, -2), True)])
+    sample("lower", rng.standard_normal((3, 2)), _chol_factor(rng, (3, 3))),
+    sample("upper_batched", rng.standard_normal((2, 3, 1)), np.swapaxes(_chol_factor(rng, (2, 3, 3)), -1, -2),
+           True)])
 defcomposite(cholesky_inverse, method="cholesky_inverse", samples=lambda rng: [
-    sample("lower", np.linalg.cholesky(_spd(rng, (3, 3)))),
-    sample("upper", np.linalg.cholesky(_spd(rng, (3, 3))).T, True)])
+    sample("lower", _chol_factor(rng, (3, 3))), sample("upper", _chol_factor(rng, (3, 3)).T, True)])
 # (the other orders: torch 2.13's own backward fails on them, see tests/ops/test_linalg.py)
 defcomposite(cond, name="linalg_cond", api="linalg.cond", method=False, samples=lambda rng: [
     sample("default", rng.standard_normal((3, 3))), sample("tall_minus2", rng.standard_normal((4, 3)), -2),
