@@ -11,11 +11,13 @@ from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from .optimizer import (
     Optimizer,
+    _ADAM_FLAGS,
     _check_adam_args,
     _grad_ops,
     _lerp_ops_,
     _new_state,
     _to_scalar,
+    _with_grads,
     _zero_step,
 )
 
@@ -57,8 +59,7 @@ class NAdam(Optimizer):
     def __setstate__(self, state):
         super().__setstate__(state)
         for group in self.param_groups:
-            for key, val in (("maximize", False), ("foreach", None), ("capturable", False),
-                             ("differentiable", False), ("decoupled_weight_decay", False)):
+            for key, val in _ADAM_FLAGS:
                 group.setdefault(key, val)
 
     def step(self, closure=None):
@@ -69,11 +70,7 @@ class NAdam(Optimizer):
             beta1, beta2 = (_to_scalar(b) for b in group["betas"])
             eps, wd, decay = group["eps"], group["weight_decay"], group["momentum_decay"]
             decoupled = group["decoupled_weight_decay"]
-            for p in group["params"]:
-                m = p._meta
-                grad = None if m is None else m.grad
-                if grad is None:
-                    continue
+            for p, grad in _with_grads(group):
                 state = self.state[p]
                 if len(state) == 0:
                     state["step"] = _zero_step()

@@ -61,6 +61,19 @@ def _check_adam_args(lr, eps, betas, weight_decay) -> None:
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
 
 
+def _with_grads(group: dict):
+    """``(parameter, gradient)`` for each parameter of ``group`` that has a gradient."""
+    for p in group["params"]:
+        m = p._meta
+        grad = None if m is None else m.grad
+        if grad is not None:
+            yield p, grad
+
+
+_ADAM_FLAGS = (("maximize", False), ("foreach", None), ("capturable", False), ("differentiable", False),
+               ("decoupled_weight_decay", False))  # what an older state dict of NAdam/RAdam may lack
+
+
 def _new_state(arr: np.ndarray) -> Tensor:
     """A plain leaf tensor over ``arr`` (optimizer state never requires grad)."""
     return Tensor._make(arr, None, 0, None)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from .._ops.factory import zeros_like
 from ..autograd.grad_mode import no_grad
 from .nadam import _as_real
-from .optimizer import Optimizer, _check_adam_args, _grad_ops, _lerp_ops_, _to_scalar, _zero_step
+from .optimizer import (Optimizer, _ADAM_FLAGS, _check_adam_args, _grad_ops, _lerp_ops_, _to_scalar,
+                        _with_grads, _zero_step)
 
 __all__ = ["RAdam"]
 
@@ -36,8 +37,7 @@ class RAdam(Optimizer):
     def __setstate__(self, state):
         super().__setstate__(state)
         for group in self.param_groups:
-            for key, val in (("maximize", False), ("foreach", None), ("capturable", False),
-                             ("differentiable", False), ("decoupled_weight_decay", False)):
+            for key, val in _ADAM_FLAGS:
                 group.setdefault(key, val)
 
     def step(self, closure=None):
@@ -48,11 +48,7 @@ class RAdam(Optimizer):
             beta1, beta2 = (_to_scalar(b) for b in group["betas"])
             eps, wd, decoupled = group["eps"], group["weight_decay"], group["decoupled_weight_decay"]
             rho_inf = 2 / (1 - beta2) - 1
-            for p in group["params"]:
-                m = p._meta
-                grad = None if m is None else m.grad
-                if grad is None:
-                    continue
+            for p, grad in _with_grads(group):
                 state = self.state[p]
                 if len(state) == 0:
                     state["step"] = _zero_step()
