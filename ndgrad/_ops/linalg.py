@@ -22,7 +22,7 @@ from .._tensor import Tensor, _wrap_dim
 from .factory import eye as _eye
 from .factory import ones as _ones
 from .jvp import plus, product
-from .registry import NAMESPACES, OPS, defcomposite, defop, write_out
+from .registry import NAMESPACES, defcomposite, defop, write_out
 from .samples import nc, sample
 from .shape import cat
 
