@@ -10,7 +10,7 @@ from .._ops.factory import zeros
 from .._ops.shape import cat
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad, no_grad
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_lr_eps
 
 __all__ = ["LBFGS"]
 
@@ -148,10 +148,7 @@ class LBFGS(Optimizer):
         history_size=100,
         line_search_fn=None,
     ) -> None:
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        _check_lr_eps(lr)
         if max_eval is None:
             max_eval = max_iter * 5 // 4
         defaults = {

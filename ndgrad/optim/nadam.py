@@ -7,33 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from .._ops.factory import zeros_like
-from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
-from .optimizer import (
-    Optimizer,
-    _ADAM_FLAGS,
-    _check_adam_args,
-    _grad_ops,
-    _lerp_ops_,
-    _new_state,
-    _to_scalar,
-    _with_grads,
-    _zero_step,
-)
+from .optimizer import _AdamVariant, _check_adam_args, _new_state, _to_scalar, _with_grads, _zero_step
 
 __all__ = ["NAdam"]
 
 
-def _as_real(t: Tensor) -> Tensor:
-    """A complex tensor as real pairs (squares and roots act per component, as PyTorch's)."""
-    if t._data.dtype.kind != "c":
-        return t
-    from .. import view_as_real
-
-    return view_as_real(t)
-
-
-class NAdam(Optimizer):
+class NAdam(_AdamVariant):
     """NAdam: the Adam update with the first moment's Nesterov look-ahead; the momentum factor
     ``mu_t = beta1 * (1 - 0.5 * 0.96 ** (t * momentum_decay))`` warms up over the steps.
 
@@ -56,12 +36,6 @@ class NAdam(Optimizer):
                         differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            for key, val in _ADAM_FLAGS:
-                group.setdefault(key, val)
-
     def step(self, closure=None):
         """Perform a single optimization step."""
         loss = self._closure(closure)
@@ -82,18 +56,12 @@ class NAdam(Optimizer):
                     step_t, mu_product = state["step"], state["mu_product"]
                     step_t.add_(1)
                     step = float(step_t.item())
-                    g = _grad_ops(p, grad, group["maximize"], 0 if decoupled else wd)
-                    if decoupled and wd != 0:
-                        p.mul_(1 - lr * wd)
+                    pr, g, exp_avg, exp_avg_sq = self._moments(p, grad, state, lr, beta1, beta2, wd,
+                                                               group["maximize"], decoupled)
                     mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * decay)))
                     mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * decay)))
                     mu_product.mul_(mu)
                     mu_prod = float(mu_product.item())
-                    pr, g = _as_real(p), _as_real(g)
-                    exp_avg, exp_avg_sq = _as_real(state["exp_avg"]), _as_real(state["exp_avg_sq"])
-                    _lerp_ops_(exp_avg, g, 1 - beta1)
-                    exp_avg_sq.mul_(beta2)
-                    exp_avg_sq.addcmul_(g, g, value=1 - beta2)
                     denom = exp_avg_sq.div(1 - beta2**step).sqrt().add_(eps)
                     pr.addcdiv_(g, denom, value=-lr * (1.0 - mu) / (1.0 - mu_prod))
                     pr.addcdiv_(exp_avg, denom, value=-lr * mu_next / (1.0 - mu_prod * mu_next))

@@ -45,14 +45,19 @@ def _to_scalar(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
-def _check_adam_args(lr, eps, betas, weight_decay) -> None:
-    """The checks the Adam family makes of its hyper-parameters, in PyTorch's words."""
+def _check_lr_eps(lr, eps=None) -> None:
+    """The learning-rate (and epsilon) checks the optimizers share, in PyTorch's words."""
     if isinstance(lr, Tensor) and lr.numel() != 1:
         raise ValueError("Tensor lr must be 1-element")
     if not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr}")
-    if not 0.0 <= eps:
+    if eps is not None and not 0.0 <= eps:
         raise ValueError(f"Invalid epsilon value: {eps}")
+
+
+def _check_adam_args(lr, eps, betas, weight_decay) -> None:
+    """The checks the Adam family makes of its hyper-parameters, in PyTorch's words."""
+    _check_lr_eps(lr, eps)
     if not 0.0 <= betas[0] < 1.0:
         raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
     if not 0.0 <= betas[1] < 1.0:
@@ -68,10 +73,6 @@ def _with_grads(group: dict):
         grad = None if m is None else m.grad
         if grad is not None:
             yield p, grad
-
-
-_ADAM_FLAGS = (("maximize", False), ("foreach", None), ("capturable", False), ("differentiable", False),
-               ("decoupled_weight_decay", False))  # what an older state dict of NAdam/RAdam may lack
 
 
 def _new_state(arr: np.ndarray) -> Tensor:
@@ -477,3 +478,41 @@ class Optimizer:
         m = p._meta
         g = None if m is None else m.grad
         return None if g is None else g._data
+
+
+class _AdamVariant(Optimizer):
+    """What NAdam and RAdam share: the flags an older state dict may lack, and the step's first
+    part (weight decay, then the moments), in Tensor ops under ``no_grad``."""
+
+    _FLAGS = (("maximize", False), ("foreach", None), ("capturable", False), ("differentiable", False),
+              ("decoupled_weight_decay", False))
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            for key, val in self._FLAGS:
+                group.setdefault(key, val)
+
+    @staticmethod
+    def _moments(p, grad, state, lr, beta1, beta2, weight_decay, maximize, decoupled) -> tuple:
+        """Weight decay (into the gradient, or decoupled onto the parameter), then PyTorch's
+        ``exp_avg.lerp_(g, 1 - beta1)`` and ``exp_avg_sq.mul_(beta2).addcmul_(g, g, 1 - beta2)``;
+        returns the parameter, gradient and moments, complex ones as real pairs."""
+        g = _grad_ops(p, grad, maximize, 0 if decoupled else weight_decay)
+        if decoupled and weight_decay != 0:
+            p.mul_(1 - lr * weight_decay)
+        pr, g = _as_real(p), _as_real(g)
+        exp_avg, exp_avg_sq = _as_real(state["exp_avg"]), _as_real(state["exp_avg_sq"])
+        _lerp_ops_(exp_avg, g, 1 - beta1)
+        exp_avg_sq.mul_(beta2)
+        exp_avg_sq.addcmul_(g, g, value=1 - beta2)
+        return pr, g, exp_avg, exp_avg_sq
+
+
+def _as_real(t: Tensor) -> Tensor:
+    """A complex tensor as real pairs (squares and roots act per component, as PyTorch's)."""
+    if t._data.dtype.kind != "c":
+        return t
+    from .. import view_as_real
+
+    return view_as_real(t)

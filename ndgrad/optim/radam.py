@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from .._ops.factory import zeros_like
 from ..autograd.grad_mode import no_grad
-from .nadam import _as_real
-from .optimizer import (Optimizer, _ADAM_FLAGS, _check_adam_args, _grad_ops, _lerp_ops_, _to_scalar,
-                        _with_grads, _zero_step)
+from .optimizer import _AdamVariant, _check_adam_args, _to_scalar, _with_grads, _zero_step
 
 __all__ = ["RAdam"]
 
 
-class RAdam(Optimizer):
+class RAdam(_AdamVariant):
     """RAdam: while ``rho_t`` (the approximated length of the moving average) is at most 5 the
     step is plain bias-corrected momentum; after, the Adam step times the rectification term.
 
@@ -34,12 +32,6 @@ class RAdam(Optimizer):
                         differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            for key, val in _ADAM_FLAGS:
-                group.setdefault(key, val)
-
     def step(self, closure=None):
         """Perform a single optimization step."""
         loss = self._closure(closure)
@@ -57,14 +49,8 @@ class RAdam(Optimizer):
                 with no_grad():
                     state["step"].add_(1)
                     step = float(state["step"].item())
-                    g = _grad_ops(p, grad, group["maximize"], 0 if decoupled else wd)
-                    if decoupled and wd != 0:
-                        p.mul_(1 - lr * wd)
-                    pr, g = _as_real(p), _as_real(g)
-                    exp_avg, exp_avg_sq = _as_real(state["exp_avg"]), _as_real(state["exp_avg_sq"])
-                    _lerp_ops_(exp_avg, g, 1 - beta1)
-                    exp_avg_sq.mul_(beta2)
-                    exp_avg_sq.addcmul_(g, g, value=1 - beta2)
+                    pr, _, exp_avg, exp_avg_sq = self._moments(p, grad, state, lr, beta1, beta2, wd,
+                                                               group["maximize"], decoupled)
                     bc2 = 1 - beta2**step
                     update = exp_avg.div(1 - beta1**step).mul(lr)
                     rho_t = rho_inf - 2 * step * (beta2**step) / bc2

@@ -6,11 +6,10 @@ import numpy as np
 
 from .._dtype import float32
 from .._ops.factory import zeros, zeros_like
-from .._tensor import Tensor
 from ..autograd.dispatch_mode import active as _modes  # non-empty while any dispatch mode is entered
 from ..autograd.grad_mode import no_grad
 from .adam import _lerp_
-from .optimizer import Optimizer, _grad_ops, _lerp_ops_, _new_state, _real, _to_scalar, _zero_step
+from .optimizer import Optimizer, _check_lr_eps, _grad_ops, _lerp_ops_, _new_state, _real, _to_scalar, _zero_step
 
 __all__ = ["RMSprop"]
 
@@ -28,12 +27,7 @@ class RMSprop(Optimizer):
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False) -> None:
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
+        _check_lr_eps(lr, eps)
         if not 0.0 <= momentum:
             raise ValueError(f"Invalid momentum value: {momentum}")
         if not 0.0 <= weight_decay:
