@@ -1215,24 +1215,25 @@ defop("linalg_eigvalsh(Tensor A, str UPLO=\"L\") -> Tensor", _eigvalsh,
 
 
 # --- linalg: pinv, matrix_rank, solve_triangular, cholesky_ex, inv_ex, lstsq ---
-def _tolerance(S, A, atol, rtol):
-    """PyTorch's singular-value cutoff: max(atol, rtol * largest), rtol defaulting to
-    eps * max(m, n) when neither is given (0 when only atol is)."""
+def _cutoff(s, shape, atol, rtol):
+    """PyTorch's singular-value cutoff for singular values ``s`` (an array, last dim) of a matrix
+    of ``shape``: max(atol, rtol * largest), rtol defaulting to eps * max(m, n) when neither is
+    given (0 when only atol is)."""
     if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(A._data.real.dtype).eps * max(A.shape[-2:])
-    top = S.amax(-1, keepdim=True) if S.shape[-1] else S.sum(-1, keepdim=True)
-    tol = top * rtol
-    return tol.clamp(min=atol) if atol is not None else tol
+        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(s.dtype).eps * max(shape[-2:])
+    tol = (s.max(-1, keepdims=True) if s.shape[-1] else np.zeros(s.shape[:-1] + (1,), s.dtype)) * rtol
+    return np.maximum(tol, atol) if atol is not None else tol
+
+
+def _tolerance(S, A, atol, rtol):
+    """``_cutoff`` of the (detached) singular values ``S`` of ``A``, as a tensor."""
+    return Tensor._make(_cutoff(S._data, A.shape, atol, rtol), None, 0, None)
 
 
 def _pinv(a, atol, rtol, hermitian):
     _check_float("linalg.pinv", a)
     u, s, vh = np.linalg.svd(a, full_matrices=False)
-    if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(s.dtype).eps * max(a.shape[-2:])
-    tol = (s.max(-1, keepdims=True) if s.shape[-1] else np.zeros(s.shape[:-1] + (1,), s.dtype)) * rtol
-    if atol is not None:
-        tol = np.maximum(tol, atol)
+    tol = _cutoff(s, a.shape, atol, rtol)
     keep = s > tol
     s_inv = np.where(keep, 1 / np.where(keep, s, 1), 0)
     return np.matmul(np.swapaxes(vh, -1, -2).conj() * s_inv[..., None, :], np.swapaxes(u, -1, -2).conj())
