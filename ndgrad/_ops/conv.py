@@ -780,24 +780,17 @@ def _cubic_matrix(L, out, align_corners, scale, dtype):
     """Bicubic weights (Keys, a = -0.75) of the 4 taps around each output's source position, each
     tap clamped into the input (PyTorch's ``upsample_bicubic2d``: a source position before the
     first pixel keeps its fraction, its taps repeat the edge)."""
+    from .nn import _cubic_coefficients  # (grid_sample's bicubic weights, the same formula)
+
     dst = np.arange(out, dtype=np.float64)
     if align_corners:
         src = dst * ((L - 1) / (out - 1) if out > 1 else 0.0)
     else:
         src = (1.0 / scale if scale else L / out) * (dst + 0.5) - 0.5  # not clipped at 0: cubic
     i = np.floor(src)
-    t = src - i
-    a = -0.75
-
-    def near(x):
-        return ((a + 2) * x - (a + 3)) * x * x + 1
-
-    def far(x):
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-
     m = np.zeros((out, L), np.float64)
     rows = np.arange(out)
-    for k, w in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
+    for k, w in enumerate(_cubic_coefficients(src - i)):
         np.add.at(m, (rows, np.clip(i.astype(np.int64) + k - 1, 0, L - 1)), w)
     return m.astype(dtype)
 
@@ -917,7 +910,6 @@ upsample_bicubic = defop(
     jvp="linear", method=False, api=False, node_name="UpsampleBicubic2DBackward0").call
 
 _LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
-_ADAPTIVE = {1: "adaptive_avg_pool1d", 2: "adaptive_avg_pool2d", 3: "adaptive_avg_pool3d"}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,

@@ -774,7 +774,8 @@ _CUBIC_A = -0.75  # the cubic convolution's parameter, as PyTorch's bicubic mode
 
 def _cubic_coefficients(t):
     """The weights of the 4 taps at offsets -1, 0, 1, 2 for fractional position ``t`` (Keys'
-    cubic convolution, PyTorch's ``get_cubic_upsample_coefficients``)."""
+    cubic convolution, PyTorch's ``get_cubic_upsample_coefficients``): Tensors for grid_sample,
+    arrays for interpolate's bicubic matrices."""
     a = _CUBIC_A
 
     def near(x):  # |x| <= 1
