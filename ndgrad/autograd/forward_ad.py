@@ -62,6 +62,7 @@ _state = _State()
 _local = _Local()
 _NO_FW = object()  # fw_grad marker: no tangent, and do not look through the base (unpack_dual's primal)
 _make = Tensor._make
+_nd = np.ndarray
 _ref = weakref.ref
 _deref = weakref.ref.__call__
 _alive = functools.partial(operator.is_not, None)  # (a tensor's truth value is not its liveness)
@@ -195,13 +196,14 @@ def tangent_of(t):
     if m is not None:
         g = m.fw_grad
         if g is not None:
+            if type(g) is _nd:  # an array program's tangent, wrapped on first read
+                g = m.fw_grad = _make(g, None, 0, None)
             return None if g is _NO_FW else g
     info = t._view
     if info is None or _state.level is None:
         return None
-    bm = info.base._meta
-    bt = None if bm is None else bm.fw_grad
-    if bt is None or bt is _NO_FW:
+    bt = tangent_of(info.base) if info.base._meta is not None else None
+    if bt is None:
         return None
     g = _quiet(info.replay, bt)
     _store(t, g)
@@ -260,8 +262,202 @@ def _plan(rec):
         for slot, *_ in base.vjp_plan:
             slots.update(slot if type(slot) is tuple else (slot,))
         pos = tuple(base.diff_pos[s] for s in sorted(slots))
-    plan = rec.extra["fw"] = (pos, rec.extra.get("direct"), base.jvp)
+    direct, rule = rec.extra.get("direct"), base.jvp
+    plan = rec.extra["fw"] = (pos, direct, rule, _generate(rec, pos, direct, rule))
     return plan
+
+
+def _generate(rec, pos, direct, rule):
+    """The mode's work for one call of a plain single-output op with a rule, whose tensor
+    arguments are single tensors (the pointwise ops, the products), as straight-line code;
+    None when not eligible. When nothing involved requires grad (a first-order tangent, forward
+    AD alone: the common case) the output and its tangent come from the op's array program for
+    calls like this one (``_learn``); anything else takes the general path (``_general``).
+    ``rec.extra["fw_src"]`` shows the code."""
+    from .._ops.registry import T_PLAIN, T_TENSOR
+
+    params = rec.params
+    if (rec.kind != "plain" or rec.multi_out or rec.has_list or rule is None or direct is None
+            or not pos or any(params[i].code != T_TENSOR for i in rec.tensor_pos)):
+        return None
+    general = "return _general(_rec, args, run)"
+    L = ["def fw(args, run):", "    if len(_active) != 1:", f"        {general}",
+         f"    {''.join(f'a{i}, ' for i in range(len(params)))}= args"]
+    # The program's key: each tensor argument's dtype and shape (a weak scalar's type and
+    # value), each tangent's dtype, each other argument's type and value.
+    key = []
+    for i, p in enumerate(params):
+        a = f"a{i}"
+        if p.code == T_PLAIN:
+            L.append(f"    x{i} = {a}")
+            key += [f"type({a})", a]
+            continue
+        L += [f"    if type({a}) is _T and not {a}._rg and {a}._view is None and type(x{i} := {a}._data) is _nd:"]
+        if i in pos:
+            L += [f"        m = {a}._meta",
+                  "        if m is None or (g := m.fw_grad) is None or g is _NO_FW:",
+                  f"            t{i} = k{i} = None",
+                  "        elif type(g) is _nd:",  # an earlier program's, not yet read
+                  f"            t{i} = g", f"            k{i} = g.dtype",
+                  "        elif type(g) is _T and not g._rg and g._view is None:",
+                  f"            t{i} = g._data", f"            k{i} = t{i}.dtype",
+                  "        else:", f"            {general}"]
+        L += [f"        d{i}, s{i} = x{i}.dtype, x{i}.shape",
+              f"    elif type({a}) is float or type({a}) is int:",
+              f"        x{i} = {a}", f"        d{i}, s{i} = type({a}), {a}"]
+        if i in pos:
+            L.append(f"        t{i} = k{i} = None")
+        L += ["    else:", f"        {general}"]
+        key += [f"d{i}", f"s{i}"] + ([f"k{i}"] if i in pos else [])
+    xs = ", ".join(f"x{i}" for i in range(len(params)))
+    ts = ", ".join(f"t{i}" for i in pos)
+    L += [f"    if {' and '.join(f't{i} is None' for i in pos)}:", "        return _direct(*args)",
+          f"    key = ({''.join(k + ', ' for k in key)})",
+          "    try:", "        prog = _progs.get(key, _MISS)", "    except TypeError:  # an unhashable argument",
+          f"        {general}",
+          "    if prog is None:", f"        {general}",
+          "    if prog is _MISS:", "        return _learn(_rec, _progs, key, args, _rule)",
+          f"    o, r = prog({xs}, {ts})"]
+    L += ["    out = _new(_T)", "    out._data = o", "    out._rg = False", "    out._grad_fn = None",
+          "    out._output_nr = 0", "    out._vc = None", "    out._view = None",
+          "    if r.strides != o.strides:", "        out._meta = None",
+          "        _set(out, _make(r, None, 0, None))  # copied to the output's layout",
+          "        return out",
+          # The tangent stays an array until read (``tangent_of``); the meta is made inline.
+          "    out._meta = m = _new(_Meta)"]
+    L += [f"    m.{k} = {'r' if k == 'fw_grad' else f'_m_{k}'}" for k in _Meta.__slots__]
+    L += ["    _state.tracked.append(_ref(out))", "    return out"]
+    src = "\n".join(L) + "\n"
+    env = {"_T": Tensor, "_nd": np.ndarray, "_NO_FW": _NO_FW, "_direct": direct, "_active": _active,
+           "_rec": rec, "_general": _general, "_rule": rule, "_progs": {}, "_MISS": _MISS,
+           "_learn": _learn, "_set": _set, "_new": object.__new__, "_Meta": _Meta, "_ref": _ref,
+           "_state": _state, "_make": _make}
+    fresh = _Meta()
+    env.update((f"_m_{k}", getattr(fresh, k)) for k in _Meta.__slots__)
+    exec(src, env)  # noqa: S102 - generated from the op's schema
+    rec.extra["fw_src"] = src
+    rec.extra["fw_programs"] = env["_progs"]
+    return env["fw"]
+
+
+# --- first-order tangents on arrays ---
+# A rule computes a tangent with ndgrad ops, so that it stays differentiable. When nothing
+# involved requires grad (a first-order tangent: forward AD alone, the common case) the same
+# computation is done on arrays: the rule is run once under a recorder, and the op calls it
+# made become a straight-line program calling the ops' array forwards, the op's own first,
+# cached per key (the arguments' dtypes and shapes, the tangents present, the other
+# arguments' values), so that a program never outlives the control flow it was traced under.
+# A rule whose calls are not all plain ops on its inputs keeps running on tensors.
+_MISS = object()
+_PROGRAMS_PER_OP = 64  # keys seen beyond it take the general path
+
+
+class _Recorder:
+    """The mode that sees a rule's op calls while it is traced: each call with its arguments
+    and output; ``ok`` turns False at a call a program cannot replay on arrays."""
+
+    __slots__ = ("calls", "ok")
+    process_wide = False
+
+    def __init__(self):
+        self.calls, self.ok = [], True
+
+    def dispatch(self, rec, args, run):
+        out = run(rec, args)
+        if rec.kind != "plain" or rec.multi_out or rec.has_list or rec.mutates:
+            self.ok = False
+        else:
+            self.calls.append((rec, args, out))
+        return out
+
+
+_CONSTANT = frozenset({type(None), bool, int, float, complex, str})
+
+
+def _learn(rec, progs, key, args, rule):
+    """The general path for this call, tracing ``rule`` on the way: its array program is cached
+    under ``key`` (None when the rule cannot be replayed on arrays)."""
+    pos = _diff_positions(rec)
+    out = rec.extra["direct"](*args)
+    # The rule runs on stand-ins, one tensor per position (the same arrays), so that the
+    # program reads each argument from its own position even where this call passes one
+    # tensor twice (``x * x``) and a later call with the same key does not.
+    sargs = tuple(_make(a._data, None, 0, None) if isinstance(a, Tensor) else a for a in args)
+    stans = [None if i not in pos or not isinstance(a, Tensor) or (g := tangent_of(a)) is None
+             else _make(g._data, None, 0, None) for i, a in enumerate(args)]
+    sout = _make(out._data, None, 0, None)
+    rc = _Recorder()
+    dm = _dm_local
+    depth = dm.depth
+    dm.depth = depth + 1  # past this mode, onto the recorder
+    dispatch_mode.push(rc)
+    try:
+        res = rule(sargs, stans, (sout,))
+    finally:
+        dispatch_mode.remove(rc)
+        dm.depth = depth
+    if len(progs) < _PROGRAMS_PER_OP:
+        progs[key] = _compile_program(rec, rc, sargs, stans, sout, res) if rc.ok else None
+    if out._data.dtype in INEXACT:
+        _set(out, _zeros(out) if res is None else _fit(res, out, [*stans, *sargs, sout]))
+    return out
+
+
+def _compile_program(rec, rc, args, tans, out, res):
+    """``prog(*arrays, *tangents)`` -> the output's array and its tangent's, from the op's
+    forward and the recorded calls; None when a call reads a tensor that is not an input,
+    tangent, output or earlier result, or takes an argument that is not a plain constant, or
+    when the replay differs from what the op and the rule computed."""
+    if out._data.dtype not in INEXACT or res is None:
+        return None
+    pos = _diff_positions(rec)
+    names, env = {}, {"f": rec.fwd}
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            names[id(a)] = f"x{i}"
+    for i in pos:
+        if tans[i] is not None:
+            names[id(tans[i])] = f"t{i}"
+    names[id(out)] = "o"
+    xs = [f"x{i}" for i in range(len(args))]
+    body = [f"o = f({', '.join(xs)})"]
+    for k, (r, cargs, cout) in enumerate(rc.calls):
+        parts = []
+        for j, a in enumerate(cargs):
+            if isinstance(a, Tensor):
+                if id(a) not in names:
+                    return None
+                parts.append(names[id(a)])
+            elif type(a) in _CONSTANT:
+                env[f"c{k}_{j}"] = a
+                parts.append(f"c{k}_{j}")
+            else:
+                return None  # a shape, a list: traced values a later call may not share
+        env[f"f{k}"] = r.fwd
+        body.append(f"r{k} = f{k}({', '.join(parts)})")
+        names[id(cout)] = f"r{k}"
+    ret = names.get(id(res))
+    if ret is None:
+        return None
+    if not ret.startswith("r"):
+        ret += ".copy()"  # an input's tangent given back: the output's is memory of its own
+    src = (f"def prog({', '.join(xs + [f't{i}' for i in pos])}):\n"
+           + "".join(f"    {x}\n" for x in body) + f"    return o, {ret}\n")
+    exec(src, env)  # noqa: S102 - generated from the recorded calls
+    prog = env["prog"]
+    arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+    try:
+        o, r = prog(*arrays, *[None if tans[i] is None else tans[i]._data for i in pos])
+    except Exception:  # noqa: BLE001 - a forward that needs what dispatch adds (promotion)
+        return None
+    for got, want in ((o, out._data), (r, res._data)):
+        if (type(got) is not np.ndarray or got.dtype != want.dtype or got.shape != want.shape
+                or not np.array_equal(got, want, equal_nan=True)):
+            return None
+    if r.shape != o.shape or r.dtype != o.dtype:
+        return None
+    prog.src = src
+    return prog
 
 
 def _diff_positions(rec):
@@ -464,83 +660,109 @@ class _ForwardADMode(dispatch_mode.TorchDispatchMode):
                     return direct(*args)
             return run(rec, args)
         plan = rec.extra.get("fw")
-        pos, direct, rule = plan if plan is not None else _plan(rec)
-        if pos is None:
-            return run(rec, args)
-        tans = None
-        for i in pos:
-            a = args[i]
-            if isinstance(a, Tensor):
-                m = a._meta
-                if m is not None and (g := m.fw_grad) is not None and g is not _NO_FW:
-                    pass  # its own tangent: the common case, without a call
-                elif m is None and a._view is None:
-                    continue  # a constant
-                else:
-                    g = tangent_of(a)
-            elif type(a) is list or type(a) is tuple:
-                g = _list_tangents(a)
+        if plan is None:
+            plan = _plan(rec)
+        if plan[3] is not None:
+            return plan[3](args, run)
+        return _general(rec, args, run)
+
+
+def _general(rec, args, run):
+    """The mode's work for one op call: the tangents of the arguments, the op, then its
+    outputs' tangents (by the rule, or by transposing the VJP)."""
+    pos, direct, rule, _ = rec.extra["fw"]
+    if pos is None:
+        return run(rec, args)
+    tans = None
+    for i in pos:
+        a = args[i]
+        if isinstance(a, Tensor):
+            m = a._meta
+            if m is not None and type(g := m.fw_grad) is Tensor:
+                pass  # its own tangent: the common case, without a call
+            elif m is None and a._view is None:
+                continue  # a constant
             else:
-                continue
-            if g is not None:
-                if tans is None:
-                    tans = [None] * len(args)
-                tans[i] = g
-        if rec.kind == "inplace":
-            return _inplace(rec, rec.outplace, args, tans, run)
-        out = direct(*args) if direct is not None and len(_active) == 1 else run(rec, args)
-        if tans is None:
-            return out
-        multi = rec.multi_out
-        outs = out if multi else (out,)
-        if rule is None:
-            res = _transpose(rec, args, tans)
+                g = tangent_of(a)
+        elif type(a) is list or type(a) is tuple:
+            g = _list_tangents(a)
         else:
-            # Alone, the mode is skipped by its own ops (which then take their fast paths);
-            # else each reaches it to go on to the modes below.
-            dm = _dm_local
-            depth = dm.depth
-            if len(_active) == 1:
-                dm.depth = depth + 1
-            loc.disabled = True
-            try:
-                res = rule(args, tans, outs)
-            finally:
-                dm.depth = depth
-                loc.disabled = False
-            if not multi:  # one output: _fit and _store inlined for the common cases
-                if out._data.dtype not in INEXACT:
-                    return out
-                if res is None:  # no term: a zero tangent, as the output is dual
-                    res = _zeros(out)
-                d, od = res._data, out._data
-                if d.shape == od.shape and d.dtype is od.dtype:
-                    for t in tans:
-                        if t is res:  # an input's tangent given back (``lambda grad: grad``)
-                            if not res._rg:  # a copy of its own; a clone's graph is not needed
-                                res = _make(d.copy(), None, 0, None)
-                                d = res._data
-                            break
-                    if d.strides == od.strides and res is not t:
-                        m = out._meta
-                        if m is None:
-                            m = out._meta = _Meta()
-                        m.fw_grad = res
-                        _state.tracked.append(_ref(out))
-                        if out._grad_fn is not None:
-                            _keep_saved_outputs(rec, outs)
-                        return out
-                res = (res,)
-        view = rec.kind == "view"
-        for o, g in zip(outs, res):
-            if isinstance(o, Tensor) and o._data.dtype in INEXACT:
-                if view:
-                    _store(o, g)  # the same view of the tangent
-                else:
-                    _set(o, _zeros(o) if g is None else _fit(g, o, tans))
-        if outs[0]._grad_fn is not None:
-            _keep_saved_outputs(rec, outs)
+            continue
+        if g is not None:
+            if tans is None:
+                tans = [None] * len(args)
+            tans[i] = g
+    if rec.kind == "inplace":
+        return _inplace(rec, rec.outplace, args, tans, run)
+    out = direct(*args) if direct is not None and len(_active) == 1 else run(rec, args)
+    if tans is None:
         return out
+    if rule is not None and not rec.multi_out:
+        return _finish(rec, args, tans, out, rule)
+    outs = out if rec.multi_out else (out,)
+    res = _transpose(rec, args, tans) if rule is None else _apply(rule, args, tans, outs)
+    view = rec.kind == "view"
+    for o, g in zip(outs, res):
+        if isinstance(o, Tensor) and o._data.dtype in INEXACT:
+            if view:
+                _store(o, g)  # the same view of the tangent
+            else:
+                _set(o, _zeros(o) if g is None else _fit(g, o, tans))
+    if outs[0]._grad_fn is not None:
+        _keep_saved_outputs(rec, outs)
+    return out
+
+
+def _apply(rule, args, tans, outs):
+    """``rule(args, tans, outs)`` with the mode out of the way of the rule's own ops: alone, it
+    is skipped (by the dispatch depth; the ops then take their fast paths); else each op reaches
+    it, to go on to the modes below."""
+    if len(_active) == 1:
+        dm = _dm_local
+        depth = dm.depth
+        dm.depth = depth + 1
+        try:
+            return rule(args, tans, outs)
+        finally:
+            dm.depth = depth
+    loc = _local
+    loc.disabled = True
+    try:
+        return rule(args, tans, outs)
+    finally:
+        loc.disabled = False
+
+
+def _finish(rec, args, tans, out, rule):
+    """Give ``out``, the one output of ``rec``, its tangent from ``rule``; returns ``out``. The
+    common cases of ``_fit`` and ``_store`` inlined."""
+    od = out._data
+    if od.dtype not in INEXACT:
+        return out
+    res = _apply(rule, args, tans, (out,))
+    if res is None:  # no term: a zero tangent, as the output is dual
+        res = _zeros(out)
+    d = res._data
+    if d.shape == od.shape and d.dtype is od.dtype:
+        for t in tans:
+            if t is res:  # an input's tangent given back (``lambda grad: grad``)
+                if not res._rg:  # a copy of its own; a clone's graph is not needed
+                    res = _make(d.copy(), None, 0, None)
+                    d = res._data
+                break
+        if d.strides == od.strides and res is not t:
+            m = out._meta
+            if m is None:
+                m = out._meta = _Meta()
+            m.fw_grad = res
+            _state.tracked.append(_ref(out))
+            if out._grad_fn is not None:
+                _keep_saved_outputs(rec, (out,))
+            return out
+    _set(out, _fit(res, out, tans))
+    if out._grad_fn is not None:
+        _keep_saved_outputs(rec, (out,))
+    return out
 
 
 def _inplace(rec, base, args, tans, run):

@@ -265,6 +265,115 @@ def test_rule_matches_transpose(name, sample):
             np.testing.assert_allclose(g._data, w._data, rtol=1e-7, atol=1e-9, equal_nan=True)
 
 
+PROGRAM_CASES = [c for c in _cases() if fwad._plan(OPS[c.values[0]])[3] is not None
+                 and not OPS[c.values[0]].extra.get("nondeterministic")]
+
+
+def _first_order(rec, sample, rng):
+    """Args whose float tensors are plain (not views) with tangents, and their leaves."""
+    args, kwargs, leaves = _build(rec, sample, _nd_make)
+    duals = [fwad.make_dual(x, nd.tensor(rng.standard_normal(x.shape).astype(x._data.dtype))).clone()
+             for x in leaves]
+    return _replace(args, leaves, duals), kwargs
+
+
+def _jvp_arrays(rec, args, kwargs):
+    outs = _outs(rec.call(*args, **kwargs))
+    return [(o._data.copy(), None if (t := fwad.unpack_dual(o).tangent) is None else t._data.copy())
+            for o in outs]
+
+
+@pytest.mark.parametrize("name,sample", PROGRAM_CASES)
+def test_array_program_matches_rule(name, sample, monkeypatch):
+    """A first-order tangent computed by the op's array program (traced from its rule on a
+    first call, replayed on the next) is bit for bit the rule's on tensors, as is the output."""
+    rec = OPS[name]
+    progs = rec.extra["fw_programs"]
+    with fwad.dual_level():
+        args, kwargs = _first_order(rec, sample, np.random.default_rng(3))
+        progs.clear()
+        with monkeypatch.context() as m:  # no program: the rule on tensors
+            m.setattr(fwad, "_compile_program", lambda *a: None)
+            want = _jvp_arrays(rec, args, kwargs)
+            want2 = _jvp_arrays(rec, args, kwargs)  # the cached None: the general path
+        progs.clear()
+        first = _jvp_arrays(rec, args, kwargs)  # traced
+        got = _jvp_arrays(rec, args, kwargs)  # replayed where a program was made
+    progs.clear()
+    for res in (want2, first, got):
+        assert len(res) == len(want)
+        for (p, g), (q, w) in zip(res, want):
+            assert p.dtype == q.dtype and np.array_equal(p, q, equal_nan=True)
+            assert (g is None) == (w is None)
+            if g is not None:
+                assert g.dtype == w.dtype and g.shape == w.shape
+                assert np.array_equal(g, w, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", ["mul", "add", "sub", "div", "tanh", "exp", "sin", "sigmoid", "relu"])
+def test_array_programs_made(op):
+    """The chain's pointwise ops get array programs: a first-order tangent costs no dispatch."""
+    x, v = nd.tensor([0.5, -1.0, 2.0]), nd.tensor([1.0, 2.0, 3.0])
+    f = getattr(nd, op)
+    call = (lambda d: f(d, x)) if op in ("mul", "add", "sub", "div") else f
+    with fwad.dual_level():
+        d = fwad.make_dual(x, v).clone()
+        call(d)
+    names = [n for n, r in OPS.items() if r.name.split(".")[0] == op and r.extra.get("fw_programs")]
+    progs = [p for n in names for p in OPS[n].extra["fw_programs"].values()]
+    assert any(p is not None for p in progs), f"{op}: no array program"
+
+
+def test_array_program_keys():
+    """A program is reused only under its key: a tensor passed twice does not leak into a later
+    call with two tensors, a new alpha or exponent is traced anew, and a tangent read from a
+    program's output is one tensor."""
+    a, b = nd.tensor([1.0, 2.0, 3.0]), nd.tensor([4.0, 5.0, 6.0])
+    va, vb = nd.tensor([0.1, 0.2, 0.3]), nd.tensor([1.0, -1.0, 2.0])
+    with fwad.dual_level():
+        da, db = fwad.make_dual(a, va).clone(), fwad.make_dual(b, vb).clone()
+        for _ in range(2):
+            sq = da * da
+            np.testing.assert_array_equal(fwad.unpack_dual(sq).tangent._data, 2 * a._data * va._data)
+            ab = da * db
+            np.testing.assert_array_equal(fwad.unpack_dual(ab).tangent._data,
+                                          va._data * b._data + vb._data * a._data)
+        for alpha in (1, 2, 2.5, -1):
+            s = nd.add(da, db, alpha=alpha)
+            np.testing.assert_array_equal(fwad.unpack_dual(s).tangent._data, va._data + vb._data * alpha)
+        for e in (2, 0, 3.0, 2):
+            p = da ** e
+            want = np.zeros(3) if e == 0 else e * a._data ** (e - 1) * va._data
+            np.testing.assert_allclose(fwad.unpack_dual(p).tangent._data, want, rtol=1e-15)
+        c = (da * 2.0).tanh()
+        t = fwad.unpack_dual(c).tangent
+        assert t is fwad.unpack_dual(c).tangent and type(t) is nd.Tensor
+        # The output's tangent is memory of its own, also where the rule gives an input's back.
+        s = da + b
+        ts = fwad.unpack_dual(s).tangent
+        ts.mul_(0)
+        np.testing.assert_array_equal(fwad.unpack_dual(da).tangent._data, va._data)
+
+
+def test_array_program_skipped_for_graphs():
+    """Where a primal or a tangent requires grad the rule runs on tensors: the tangent stays
+    differentiable (reverse-over-forward through plain duals)."""
+    p = nd.tensor([0.5, 1.0, 1.5], dtype=nd.float64, requires_grad=True)
+    v = nd.tensor([1.0, 2.0, 3.0], dtype=nd.float64, requires_grad=True)
+    with fwad.dual_level():
+        x = fwad.make_dual(p, v).clone()
+        for _ in range(2):  # the second time a program for these dtypes and shapes exists
+            y = (x * x).tanh() + x
+            jv = fwad.unpack_dual(y).tangent
+            assert jv.requires_grad
+            gp, gv = nd.autograd.grad(jv.sum(), (p, v))
+            q, w = p.detach()._data, v.detach()._data
+            s = 1 - np.tanh(q * q) ** 2
+            np.testing.assert_allclose(gv._data, s * 2 * q + 1, rtol=1e-12)
+            np.testing.assert_allclose(
+                gp._data, (-2 * np.tanh(q * q) * s * 2 * q * 2 * q + s * 2) * w, rtol=1e-12)
+
+
 INPLACE_RULES = [(n, r) for n, r in OPS.items()
                  if r.kind == "inplace" and r.outplace.jvp is not None and r.outplace.samples
                  and not r.outplace.extra.get("nondeterministic")]
