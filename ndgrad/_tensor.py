@@ -23,11 +23,13 @@ __all__ = ["Tensor"]
 
 
 class AutogradMeta:
-    __slots__ = ("grad", "acc", "hooks", "post_acc_hooks", "retains_grad", "name", "fw_grad")
+    __slots__ = ("grad", "acc", "hooks", "post_acc_hooks", "retains_grad", "name", "fw_grad", "fw_level")
 
     def __init__(self):
         self.grad = None
-        self.fw_grad = None  # forward-mode tangent at the current dual level (autograd.forward_ad)
+        self.fw_grad = None  # forward-mode tangent (autograd.forward_ad), valid at the dual level
+        self.fw_level = None  # whose token this is
+
         self.acc = None  # weakref to the AccumulateGrad node
         self.hooks = None  # leaf tensor hooks, shared with the AccumulateGrad node
         self.post_acc_hooks = None

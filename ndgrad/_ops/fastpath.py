@@ -164,7 +164,7 @@ def _plain_body(rec, env, slow):
     tens = [i for i in rec.promote_pos if i in tpos] if rec.promote else []
     cond = " and ".join([f"type({params[i].name}) is _T" for i in tpos]
                         + [f"{params[i].name}._view is None" for i in tpos])
-    L += [f"    if {cond} and not _modes:"]
+    L += [f"    if not _modes and {cond}:"]  # a moded call leaves at the first test
     L += [f"        x{i} = {params[i].name}._data" for i in tpos]
     L += [f"        tp{i} = _T" for i in tpos if i in scalar_ok]
     # bfloat16 (an input, or dtype=bfloat16) takes the general path, which computes it in float32:

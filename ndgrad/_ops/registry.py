@@ -161,6 +161,7 @@ class OpRecord:
         "arg_plan", "vjp_plan", "uses_needs", "n_saved", "jvp", "samples", "call", "composite",
         "outplace", "api", "method", "kind", "out_names", "torch", "tolerance", "differentiable",
         "gradcheck", "extra", "promote_pos", "save_need", "dtype_pos",
+        "fw",  # forward AD's per-op plan, made on first use (autograd/forward_ad.py)
     )
 
     # --- PyTorch's OpOverload: a dispatch mode's ``func`` is the record itself ---
@@ -266,7 +267,7 @@ def defop(
     )
     # a ``dtype=`` argument: bfloat16 there computes in float32 too (_via_float32)
     rec.dtype_pos = pnames.index("dtype") if "dtype" in pnames else None
-    rec.jvp, rec.samples, rec.composite, rec.outplace = jvp, samples, None, None
+    rec.jvp, rec.samples, rec.composite, rec.outplace, rec.fw = jvp, samples, None, None, None
     rec.api = api if api is not None else name
     rec.method = name if method is True else (method or None)
     rec.kind = "view" if rec.views_of else ("inplace" if rec.mutates else "plain")
@@ -304,6 +305,7 @@ def definplace(rec: OpRecord, name: str) -> OpRecord:
     ip.kind = "inplace"
     ip.mutates = True
     ip.outplace = rec
+    ip.fw = None
     ip.samples = None
     ip.api = None
     ip.method = name

@@ -22,9 +22,7 @@ tangent for the base first when a view without one is written.
 from __future__ import annotations
 
 import functools
-import operator
 import threading
-import weakref
 from collections import namedtuple
 
 import numpy as np
@@ -43,13 +41,15 @@ UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])
 
 
 class _State:
-    """The level is global, like PyTorch's."""
+    """The level is global, like PyTorch's. ``token``: a new object for each level entered; a
+    tangent belongs to the level whose token its meta holds (``AutogradMeta.fw_level``), so
+    leaving a level drops every tangent at once, without visiting the tensors."""
 
-    __slots__ = ("level", "tracked")
+    __slots__ = ("level", "token")
 
     def __init__(self):
         self.level = None
-        self.tracked = []  # weakrefs to the tensors given a tangent at this level
+        self.token = None
 
 
 class _Local(threading.local):
@@ -63,9 +63,6 @@ _local = _Local()
 _NO_FW = object()  # fw_grad marker: no tangent, and do not look through the base (unpack_dual's primal)
 _make = Tensor._make
 _nd = np.ndarray
-_ref = weakref.ref
-_deref = weakref.ref.__call__
-_alive = functools.partial(operator.is_not, None)  # (a tensor's truth value is not its liveness)
 
 
 # --- levels ---
@@ -74,6 +71,7 @@ def enter_dual_level() -> int:
     if _state.level is not None:
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
     _state.level = 0
+    _state.token = object()
     dispatch_mode.push(_MODE)
     return 0
 
@@ -91,12 +89,9 @@ def exit_dual_level(*, level=None) -> None:
             "not supported."
         )
     dispatch_mode.remove(_MODE)  # wherever it sits: a mode pushed after ours may still be active
-    # Most tracked tensors are dead by now: map/filter skip them in C (~10 bytecodes per op of
-    # the chain benchmark's forward AD).
-    for t in filter(_alive, map(_deref, _state.tracked)):
-        if t._meta is not None and t._meta.fw_grad is not _NO_FW:
-            t._meta.fw_grad = None
-    _state.tracked = []
+    # The level's tangents are dropped by their token; a tensor that outlives the level keeps
+    # its (now unreadable) tangent's memory until it is freed or given a new one.
+    _state.token = None
     _state.level = None
 
 
@@ -167,7 +162,7 @@ def unpack_dual(tensor, *, level=None):
     if level != _state.level:
         tangent = None
     primal = _alias(tensor)
-    primal._get_meta().fw_grad = _NO_FW
+    primal._get_meta().fw_grad = _NO_FW  # at every level: not reset by the token
     return UnpackedDualTensor(primal, tangent)
 
 
@@ -195,10 +190,12 @@ def tangent_of(t):
     m = t._meta
     if m is not None:
         g = m.fw_grad
-        if g is not None:
+        if g is _NO_FW:  # unpack_dual's primal, at any level
+            return None
+        if g is not None and m.fw_level is _state.token:
             if type(g) is _nd:  # an array program's tangent, wrapped on first read
                 g = m.fw_grad = _make(g, None, 0, None)
-            return None if g is _NO_FW else g
+            return g
     info = t._view
     if info is None or _state.level is None:
         return None
@@ -211,8 +208,9 @@ def tangent_of(t):
 
 
 def _store(t, g) -> None:
-    t._get_meta().fw_grad = g
-    _state.tracked.append(_ref(t))
+    m = t._get_meta()
+    m.fw_grad = g
+    m.fw_level = _state.token
 
 
 def _set(t, g) -> None:
@@ -263,16 +261,18 @@ def _plan(rec):
             slots.update(slot if type(slot) is tuple else (slot,))
         pos = tuple(base.diff_pos[s] for s in sorted(slots))
     direct, rule = rec.extra.get("direct"), base.jvp
-    plan = rec.extra["fw"] = (pos, direct, rule, _generate(rec, pos, direct, rule))
+    plan = rec.fw = (pos, direct, rule, _generate(rec, pos, direct, rule))
     return plan
 
 
-def _generate(rec, pos, direct, rule):
+def _generate(rec, pos, direct, rule, progs=None, inline=None):
     """The mode's work for one call of a plain single-output op with a rule, whose tensor
     arguments are single tensors (the pointwise ops, the products), as straight-line code;
     None when not eligible. When nothing involved requires grad (a first-order tangent, forward
     AD alone: the common case) the output and its tangent come from the op's array program for
     calls like this one (``_learn``); anything else takes the general path (``_general``).
+    ``inline``: ``(key, program)``, the first program learned, whose body is inlined behind a
+    test of its key (a chain repeats one key: no call, no key tuple, no lookup).
     ``rec.extra["fw_src"]`` shows the code."""
     from .._ops.registry import T_PLAIN, T_TENSOR
 
@@ -295,7 +295,7 @@ def _generate(rec, pos, direct, rule):
         L += [f"    if type({a}) is _T and not {a}._rg and {a}._view is None and type(x{i} := {a}._data) is _nd:"]
         if i in pos:
             L += [f"        m = {a}._meta",
-                  "        if m is None or (g := m.fw_grad) is None or g is _NO_FW:",
+                  "        if m is None or (g := m.fw_grad) is None or m.fw_level is not _state.token:",
                   f"            t{i} = k{i} = None",
                   "        elif type(g) is _nd:",  # an earlier program's, not yet read
                   f"            t{i} = g", f"            k{i} = g.dtype",
@@ -311,13 +311,26 @@ def _generate(rec, pos, direct, rule):
         key += [f"d{i}", f"s{i}"] + ([f"k{i}"] if i in pos else [])
     xs = ", ".join(f"x{i}" for i in range(len(params)))
     ts = ", ".join(f"t{i}" for i in pos)
-    L += [f"    if {' and '.join(f't{i} is None' for i in pos)}:", "        return _direct(*args)",
-          f"    key = ({''.join(k + ', ' for k in key)})",
-          "    try:", "        prog = _progs.get(key, _MISS)", "    except TypeError:  # an unhashable argument",
-          f"        {general}",
-          "    if prog is None:", f"        {general}",
-          "    if prog is _MISS:", "        return _learn(_rec, _progs, key, args, _rule)",
-          f"    o, r = prog({xs}, {ts})"]
+    L += [f"    if {' and '.join(f't{i} is None' for i in pos)}:", "        return _direct(*args)"]
+    env = {}
+    lookup = [f"key = ({''.join(k + ', ' for k in key)})",
+              "try:", "    prog = _progs.get(key, _MISS)", "except TypeError:  # an unhashable argument",
+              f"    {general}",
+              "if prog is None:", f"    {general}",
+              "if prog is _MISS:", "    return _learn(_rec, _progs, key, args, _rule)",
+              f"o, r = prog({xs}, {ts})"]
+    if inline is not None:
+        values, prog = inline
+        tests = []
+        for k, (e, v) in enumerate(zip(key, values)):
+            env[f"_G{k}"] = v
+            tests.append(f"{e} is None" if v is None else f"{e} is _G{k}" if isinstance(v, (type, np.dtype))
+                         else f"{e} == _G{k}")
+        env.update(prog.env)
+        L += [f"    if {' and '.join(tests)}:"] + [f"        {x}" for x in prog.body] + ["    else:"]
+        L += [f"        {x}" for x in lookup]
+    else:
+        L += [f"    {x}" for x in lookup]
     L += ["    out = _new(_T)", "    out._data = o", "    out._rg = False", "    out._grad_fn = None",
           "    out._output_nr = 0", "    out._vc = None", "    out._view = None",
           "    if r.strides != o.strides:", "        out._meta = None",
@@ -325,13 +338,14 @@ def _generate(rec, pos, direct, rule):
           "        return out",
           # The tangent stays an array until read (``tangent_of``); the meta is made inline.
           "    out._meta = m = _new(_Meta)"]
-    L += [f"    m.{k} = {'r' if k == 'fw_grad' else f'_m_{k}'}" for k in _Meta.__slots__]
-    L += ["    _state.tracked.append(_ref(out))", "    return out"]
+    L += [f"    m.{k} = {'r' if k == 'fw_grad' else '_state.token' if k == 'fw_level' else f'_m_{k}'}"
+          for k in _Meta.__slots__]
+    L.append("    return out")
     src = "\n".join(L) + "\n"
-    env = {"_T": Tensor, "_nd": np.ndarray, "_NO_FW": _NO_FW, "_direct": direct, "_active": _active,
-           "_rec": rec, "_general": _general, "_rule": rule, "_progs": {}, "_MISS": _MISS,
-           "_learn": _learn, "_set": _set, "_new": object.__new__, "_Meta": _Meta, "_ref": _ref,
-           "_state": _state, "_make": _make}
+    env.update({"_T": Tensor, "_nd": np.ndarray, "_NO_FW": _NO_FW, "_direct": direct, "_active": _active,
+                "_rec": rec, "_general": _general, "_rule": rule, "_progs": {} if progs is None else progs,
+                "_MISS": _MISS, "_learn": _learn, "_set": _set, "_new": object.__new__, "_Meta": _Meta,
+                "_state": _state, "_make": _make})
     fresh = _Meta()
     env.update((f"_m_{k}", getattr(fresh, k)) for k in _Meta.__slots__)
     exec(src, env)  # noqa: S102 - generated from the op's schema
@@ -372,6 +386,13 @@ class _Recorder:
 
 
 _CONSTANT = frozenset({type(None), bool, int, float, complex, str})
+# What a key may hold for its program to be inlined behind a test of it (tested with ``is``
+# for types and dtypes, ``==`` for the rest).
+_GUARDED = _CONSTANT | {type} | {type(np.dtype(c)) for c in "?bhilqBHILQefdgFDG"}
+
+
+def _guardable(v) -> bool:
+    return type(v) in _GUARDED or type(v) is tuple and all(type(n) is int for n in v)
 
 
 def _learn(rec, progs, key, args, rule):
@@ -397,7 +418,11 @@ def _learn(rec, progs, key, args, rule):
         dispatch_mode.remove(rc)
         dm.depth = depth
     if len(progs) < _PROGRAMS_PER_OP:
-        progs[key] = _compile_program(rec, rc, sargs, stans, sout, res) if rc.ok else None
+        prog = progs[key] = _compile_program(rec, rc, sargs, stans, sout, res) if rc.ok else None
+        if prog is not None and "fw_inline" not in rec.extra and all(map(_guardable, key)):
+            rec.extra["fw_inline"] = key
+            pos, direct, rule, _ = rec.fw
+            rec.fw = (pos, direct, rule, _generate(rec, pos, direct, rule, progs, (key, prog)))
     if out._data.dtype in INEXACT:
         _set(out, _zeros(out) if res is None else _fit(res, out, [*stans, *sargs, sout]))
     return out
@@ -411,7 +436,7 @@ def _compile_program(rec, rc, args, tans, out, res):
     if out._data.dtype not in INEXACT or res is None:
         return None
     pos = _diff_positions(rec)
-    names, env = {}, {"f": rec.fwd}
+    names, env = {}, {"_qf": rec.fwd}  # names unused by ``_generate``'s code, which may inline it
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
             names[id(a)] = f"x{i}"
@@ -420,7 +445,7 @@ def _compile_program(rec, rc, args, tans, out, res):
             names[id(tans[i])] = f"t{i}"
     names[id(out)] = "o"
     xs = [f"x{i}" for i in range(len(args))]
-    body = [f"o = f({', '.join(xs)})"]
+    body = [f"o = _qf({', '.join(xs)})"]
     for k, (r, cargs, cout) in enumerate(rc.calls):
         parts = []
         for j, a in enumerate(cargs):
@@ -429,22 +454,24 @@ def _compile_program(rec, rc, args, tans, out, res):
                     return None
                 parts.append(names[id(a)])
             elif type(a) in _CONSTANT:
-                env[f"c{k}_{j}"] = a
-                parts.append(f"c{k}_{j}")
+                env[f"_qc{k}_{j}"] = a
+                parts.append(f"_qc{k}_{j}")
             else:
                 return None  # a shape, a list: traced values a later call may not share
-        env[f"f{k}"] = r.fwd
-        body.append(f"r{k} = f{k}({', '.join(parts)})")
-        names[id(cout)] = f"r{k}"
+        env[f"_qf{k}"] = r.fwd
+        body.append(f"_q{k} = _qf{k}({', '.join(parts)})")
+        names[id(cout)] = f"_q{k}"
     ret = names.get(id(res))
     if ret is None:
         return None
-    if not ret.startswith("r"):
+    if not ret.startswith("_q"):
         ret += ".copy()"  # an input's tangent given back: the output's is memory of its own
+    body.append(f"r = {ret}")
     src = (f"def prog({', '.join(xs + [f't{i}' for i in pos])}):\n"
-           + "".join(f"    {x}\n" for x in body) + f"    return o, {ret}\n")
-    exec(src, env)  # noqa: S102 - generated from the recorded calls
-    prog = env["prog"]
+           + "".join(f"    {x}\n" for x in body) + "    return o, r\n")
+    run_env = dict(env)
+    exec(src, run_env)  # noqa: S102 - generated from the recorded calls
+    prog = run_env["prog"]
     arrays = [a._data if isinstance(a, Tensor) else a for a in args]
     try:
         o, r = prog(*arrays, *[None if tans[i] is None else tans[i]._data for i in pos])
@@ -456,12 +483,12 @@ def _compile_program(rec, rc, args, tans, out, res):
             return None
     if r.shape != o.shape or r.dtype != o.dtype:
         return None
-    prog.src = src
+    prog.src, prog.body, prog.env = src, body, env
     return prog
 
 
 def _diff_positions(rec):
-    return (rec.extra.get("fw") or _plan(rec))[0]
+    return (rec.fw or _plan(rec))[0]
 
 
 def _list_tangents(a):
@@ -634,11 +661,11 @@ class _SavedWithTangent:
     __slots__ = ("saved", "tangent", "level")
 
     def __init__(self, saved, tangent):
-        self.saved, self.tangent, self.level = saved, tangent, _state.level
+        self.saved, self.tangent, self.level = saved, tangent, _state.token
 
     def _unpack_saved(self, node):
         t = self.saved._unpack_saved(node)
-        if _state.level is not None and _state.level == self.level and tangent_of(t) is None:
+        if self.level is not None and _state.token is self.level and tangent_of(t) is None:
             _store(t, self.tangent)
         return t
 
@@ -659,18 +686,16 @@ class _ForwardADMode(dispatch_mode.TorchDispatchMode):
                 if direct is not None:
                     return direct(*args)
             return run(rec, args)
-        plan = rec.extra.get("fw")
-        if plan is None:
-            plan = _plan(rec)
-        if plan[3] is not None:
-            return plan[3](args, run)
+        fast = (rec.fw or _plan(rec))[3]
+        if fast is not None:
+            return fast(args, run)
         return _general(rec, args, run)
 
 
 def _general(rec, args, run):
     """The mode's work for one op call: the tangents of the arguments, the op, then its
     outputs' tangents (by the rule, or by transposing the VJP)."""
-    pos, direct, rule, _ = rec.extra["fw"]
+    pos, direct, rule, _ = rec.fw
     if pos is None:
         return run(rec, args)
     tans = None
@@ -678,7 +703,7 @@ def _general(rec, args, run):
         a = args[i]
         if isinstance(a, Tensor):
             m = a._meta
-            if m is not None and type(g := m.fw_grad) is Tensor:
+            if m is not None and type(g := m.fw_grad) is Tensor and m.fw_level is _state.token:
                 pass  # its own tangent: the common case, without a call
             elif m is None and a._view is None:
                 continue  # a constant
@@ -755,7 +780,7 @@ def _finish(rec, args, tans, out, rule):
             if m is None:
                 m = out._meta = _Meta()
             m.fw_grad = res
-            _state.tracked.append(_ref(out))
+            m.fw_level = _state.token
             if out._grad_fn is not None:
                 _keep_saved_outputs(rec, (out,))
             return out
