@@ -2,9 +2,10 @@
 
 ``enter_dual_level`` pushes ``_MODE`` on the op registry's mode stack (``exit_dual_level`` pops it,
 so ops pay nothing outside a level). While its rules compute tangents the mode skips itself (alone
-on the stack, by the dispatch depth: the rules' ops then run on the ops' fast paths). A tensor's tangent lives in ``AutogradMeta.fw_grad``; a view
-without one of its own reads the same view of its base's tangent. After each op, when an argument
-has a tangent, the mode computes the outputs' tangents from the op record alone:
+on the stack, by the dispatch depth: the rules' ops then run on the ops' fast paths). A tensor's
+tangent lives in ``AutogradMeta.fw_grad``, valid while its ``fw_level`` is the level's token; a
+view without one of its own reads the same view of its base's tangent. After each op, when an
+argument has a tangent, the mode computes the outputs' tangents from the op record alone:
 
 * with the op's JVP rule (``rec.jvp``, from ``defop(..., jvp=...)``, see ``_ops/jvp.py``):
   elementwise ops call their VJP formulas with the tangent as ``grad``, linear ones (every view
@@ -17,6 +18,10 @@ Either way the formulas are ndgrad ops, so the tangent stays differentiable (rev
 and forward-over-reverse work). In-place ops compute the new tangent from the values before the
 write and copy it into the existing tangent (so views of the tangent see it), creating a zero
 tangent for the base first when a view without one is written.
+
+A first-order tangent (forward AD alone, nothing requiring grad) of a plain single-output op is
+computed on arrays, by a program traced once from the op and its rule (see "first-order
+tangents on arrays" below): the same arithmetic without tensors, nodes or dispatch.
 """
 
 from __future__ import annotations
