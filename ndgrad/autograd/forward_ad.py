@@ -266,6 +266,7 @@ def _plan(rec):
             slots.update(slot if type(slot) is tuple else (slot,))
         pos = tuple(base.diff_pos[s] for s in sorted(slots))
     direct, rule = rec.extra.get("direct"), base.jvp
+    rec.extra.pop("fw_inline", None)  # a new plan learns its programs anew
     plan = rec.fw = (pos, direct, rule, _generate(rec, pos, direct, rule))
     return plan
 

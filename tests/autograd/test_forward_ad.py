@@ -278,8 +278,7 @@ def _first_order(rec, sample, rng):
 
 
 def _forget_programs(rec):
-    rec.fw = None
-    rec.extra.pop("fw_inline", None)
+    rec.fw = None  # the next call plans anew: no program, none inlined
 
 
 def _jvp_arrays(rec, args, kwargs):
