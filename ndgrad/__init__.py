@@ -28,7 +28,7 @@ from .autograd.grad_mode import (  # noqa: F401
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
     set_grad_enabled,
 )
-from . import linalg, special  # noqa: F401
+from . import fft, linalg, special  # noqa: F401
 from . import return_types  # noqa: F401
 from . import nn  # noqa: F401
 from . import optim  # noqa: F401

@@ -31,7 +31,7 @@ LAYERS = {
     "ndgrad.autograd": 5, "ndgrad.profiler": 5,
     # 6 libraries, and the top-level package that gathers everything
     "ndgrad.nn": 6, "ndgrad.optim": 6, "ndgrad.utils": 6, "ndgrad.cuda": 6, "ndgrad.ops": 6,
-    "ndgrad.linalg": 6, "ndgrad.special": 6, "ndgrad.serialization": 6,
+    "ndgrad.linalg": 6, "ndgrad.special": 6, "ndgrad.fft": 6, "ndgrad.serialization": 6,
     "ndgrad._serialization_legacy": 6, "ndgrad._legacy_types": 6,
     "ndgrad.compiler": 6, "ndgrad.fx": 6, "ndgrad._dynamo": 6, "ndgrad._logging": 6,
     "ndgrad._functorch": 6, "ndgrad.futures": 6, "ndgrad.distributed": 6,

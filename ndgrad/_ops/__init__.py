@@ -10,4 +10,5 @@ from . import rnn  # noqa: F401
 from . import factory, sorting, random  # noqa: F401
 from . import composite  # noqa: F401
 from . import arrange, products, numeric, scatter  # noqa: F401  (torch.* stacks, products, numerics, scatters)
+from . import fft  # noqa: F401  (torch.fft: c2c, r2c, c2r and the composites on them)
 from .registry import NAMESPACES, OPS, dispatch, pop_mode, push_mode  # noqa: F401

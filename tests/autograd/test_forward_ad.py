@@ -158,7 +158,7 @@ def _torch_jvp(rec, sample, tans, fn):
 
 def _arr(t, like):
     if not isinstance(like, np.ndarray):
-        like = like.detach().numpy()
+        like = like.detach().numpy(force=True)  # force: torch's conj() is a lazy view
     if t is None:
         return None if like.dtype.kind not in "fc" else np.zeros(like.shape)
     return t._data if isinstance(t, nd.Tensor) else t.detach().numpy(force=True)
@@ -192,8 +192,10 @@ def test_op_jvp(name, sample):
         if not o.requires_grad:
             assert g is None, "tangent on a non-differentiable output"
     if diff:
-        ws = [rng.standard_normal(o.shape) for o, _ in diff]
-        fwd = sum(float((w * g._data).sum()) for w, (_, g) in zip(ws, diff))
+        # a complex output: <w, J v> is Re(sum(conj(w) * J v)) in PyTorch's convention
+        ws = [rng.standard_normal(o.shape) + (1j * rng.standard_normal(o.shape) if o.is_complex() else 0)
+              for o, _ in diff]
+        fwd = sum(float(np.real((np.conj(w) * g._data).sum())) for w, (_, g) in zip(ws, diff))
         gs = nd.autograd.grad([o for o, _ in diff], leaves, [nd.tensor(w) for w in ws], allow_unused=True)
         rev = sum(float((g._data * v).sum()) for g, v in zip(gs, tans) if g is not None)
         assert fwd == pytest.approx(rev, rel=1e-6, abs=1e-8)

@@ -7,6 +7,8 @@ would hand a GPU kernel a host array fails here too. ``cuda`` runs where CuPy se
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,14 @@ import ndgrad as nd
 
 from test_generic import CASES, _convert, _nd_make, _op, _outputs
 
+
+
+def _factory(rec, args) -> bool:
+    """Whether ``rec`` makes tensors from no tensor input, on a ``device`` it takes."""
+    if rec.params is not None:
+        return not rec.tensor_pos and any(p.name == "device" for p in rec.params)
+    return (not any(isinstance(a, nd.Tensor) for a in args)
+            and "device" in inspect.signature(rec.call).parameters)
 
 
 def _host(t):
@@ -29,7 +39,7 @@ def test_op_on_device(rec, sample, device):
         return t.requires_grad_(rg) if rg else t
 
     dargs, dkwargs, dleaves = _convert(rec, sample, on_device)
-    if rec.params is not None and not rec.tensor_pos and any(p.name == "device" for p in rec.params):
+    if _factory(rec, dargs):
         dkwargs["device"] = nd.device(device)  # a factory: the device is an argument
     op = _op(rec)
     try:

@@ -45,16 +45,18 @@ def _tensor_params(rec, nargs):
     return {i for i, p in enumerate(rec.params) if p.code != T_PLAIN}
 
 
-def _convert(rec, sample, make, float_dtype=np.float64):
-    """Build call args; ``make(array, requires_grad)`` turns an array into a framework tensor."""
+def _convert(rec, sample, make, float_dtype=np.float64, complex_leaves=False):
+    """Build call args; ``make(array, requires_grad)`` turns an array into a framework tensor.
+    ``complex_leaves``: complex arrays are leaves too (complex64 where floats are float32)."""
     tensor_pos = _tensor_params(rec, len(sample.args))
     leaves = []
 
     def conv(a, i, top=True):
         if isinstance(a, np.ndarray):
-            if a.dtype.kind == "f":
+            if a.dtype.kind == "f" or (complex_leaves and a.dtype.kind == "c"):
                 rg = i not in sample.no_grad and float_dtype == np.float64
-                t = make(a.astype(float_dtype) if float_dtype != np.float64 else a, rg)
+                cast = float_dtype if a.dtype.kind == "f" else np.result_type(float_dtype, np.complex64)
+                t = make(a.astype(cast) if float_dtype != np.float64 else a, rg)
                 if rg:
                     leaves.append(t)
                 return t
@@ -105,11 +107,29 @@ def _diff(outs):
     return [o for o in outs if isinstance(o, nd.Tensor) and o.requires_grad]
 
 
+def _real_io(fn, leaves):
+    """gradcheck works on float64: ``fn`` with each complex leaf taken as a (..., 2) real one
+    (``view_as_complex`` inside) and each complex output given as ``view_as_real``; the real
+    leaves. In PyTorch's convention the gradient of the real form is the real form of the
+    complex gradient, so this checks complex gradients too."""
+    cplx = [x.is_complex() for x in leaves]
+    reals = tuple(nd.view_as_real(x.detach()).clone().requires_grad_() if c else x
+                  for x, c in zip(leaves, cplx, strict=True))
+
+    def real_fn(*xs):
+        ins = [nd.view_as_complex(x) if c else x for x, c in zip(xs, cplx, strict=False)]
+        outs = fn(*ins, *xs[len(cplx):])
+        return tuple(nd.view_as_real(o) if isinstance(o, nd.Tensor) and o.is_complex() else o
+                     for o in _outputs(outs))
+
+    return real_fn, reals
+
+
 @pytest.mark.parametrize("rec,sample", CASES)
 def test_gradcheck(rec, sample):
     if not rec.gradcheck or not rec.differentiable:
         pytest.skip("op is not differentiable")
-    args, kwargs, leaves = _convert(rec, sample, _nd_make)
+    args, kwargs, leaves = _convert(rec, sample, _nd_make, complex_leaves=True)
     if not leaves:
         pytest.skip("sample has no differentiable input")
     idx = [i for i, a in enumerate(args) if any(a is leaf for leaf in leaves)]
@@ -126,6 +146,7 @@ def test_gradcheck(rec, sample):
             return op(*args, **kwargs)
         assert gradcheck(fn, tuple(leaves))
         return
+    fn, leaves = _real_io(fn, leaves)
     outs = _diff(_outputs(fn(*leaves)))
     if not outs or any(o.dtype != nd.float64 for o in outs):
         pytest.skip("no float64 differentiable output (finite differences need float64)")
@@ -136,7 +157,7 @@ def test_gradcheck(rec, sample):
 def test_gradgradcheck(rec, sample):
     if not rec.gradcheck or not rec.differentiable or rec.extra.get("gradgrad") is False:
         pytest.skip("op has no second derivative to check")
-    args, kwargs, leaves = _convert(rec, sample, _nd_make)
+    args, kwargs, leaves = _convert(rec, sample, _nd_make, complex_leaves=True)
     if not leaves:
         pytest.skip("sample has no differentiable input")
     idx = [i for i, a in enumerate(args) if any(a is leaf for leaf in leaves)]
@@ -150,6 +171,7 @@ def test_gradgradcheck(rec, sample):
             for i, x in zip(idx, xs, strict=True):
                 call[i] = x
             return op(*call, **kwargs)
+        fn, leaves = _real_io(fn, leaves)
     outs = _diff(_outputs(fn(*leaves)))
     if not outs or any(o.dtype != nd.float64 for o in outs):
         pytest.skip("no float64 differentiable output (finite differences need float64)")
@@ -195,7 +217,9 @@ def _to_torch_kwargs(kwargs):
 
 
 def _np(t):
-    return t.detach().numpy() if torch is not None and isinstance(t, torch.Tensor) else t._data
+    if torch is not None and isinstance(t, torch.Tensor):
+        return t.detach().resolve_conj().resolve_neg().numpy()  # torch's conj() is a lazy view
+    return t._data
 
 
 @needs_torch
@@ -205,8 +229,8 @@ def test_torch_oracle(rec, sample, float_dtype):
     tfn = _torch_fn(rec)
     if tfn is None:
         pytest.skip("no torch counterpart")
-    args, kwargs, leaves = _convert(rec, sample, _nd_make, float_dtype)
-    targs, tkwargs, tleaves = _convert(rec, sample, _torch_make, float_dtype)
+    args, kwargs, leaves = _convert(rec, sample, _nd_make, float_dtype, complex_leaves=True)
+    targs, tkwargs, tleaves = _convert(rec, sample, _torch_make, float_dtype, complex_leaves=True)
     tkwargs = _to_torch_kwargs(tkwargs)
     targs = [getattr(torch, a.name) if isinstance(a, nd.dtype) else a for a in targs]
     try:
@@ -234,14 +258,16 @@ def test_torch_oracle(rec, sample, float_dtype):
     if not outs or not rec.differentiable:
         return
     rng = np.random.default_rng(1)
-    gos = [rng.standard_normal(e.shape) for _, e in outs]
+    gos = [rng.standard_normal(e.shape) + (1j * rng.standard_normal(e.shape) if e.is_complex() else 0)
+           for _, e in outs]
     torch.autograd.backward([e for _, e in outs], [torch.tensor(v) for v in gos])
-    nd.autograd.backward([g for g, _ in outs], [nd.tensor(v, dtype=nd.float64) for v in gos])
+    nd.autograd.backward([g for g, _ in outs],
+                         [nd.tensor(v, dtype=nd.complex128 if np.iscomplexobj(v) else nd.float64) for v in gos])
     for a, b in zip(leaves, tleaves, strict=True):
         if b.grad is None:
             assert a.grad is None or not np.any(a.grad._data), "gradient where torch has none"
         else:
-            np.testing.assert_allclose(a.grad._data, b.grad.numpy(), rtol=1e-6, atol=1e-8)
+            np.testing.assert_allclose(a.grad._data, _np(b.grad), rtol=1e-6, atol=1e-8)
 
 
 # --- alias info ---

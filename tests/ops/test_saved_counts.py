@@ -118,6 +118,9 @@ FEWER = {
     "ldexp": _DECOMP + " (an integer exponent's power of two needs no gradient)",
     "float_power": "a composite: the conversions save nothing; torch's pow saves self, exponent, result",
     "chain_matmul": "the last mm alone saves only the product before it; torch's multi_dot saves all",
+    "_fft_r2c": _SHAPE,
+    **{"fft_" + name: "real input goes through _fft_r2c: " + _SHAPE
+       for name in ("fft", "ifft", "rfft", "ihfft", "rfft2", "ihfft2", "rfftn", "ihfftn")},
 }
 # ndgrad packs more values than torch for some sample.
 MORE = {
