@@ -5,7 +5,7 @@ their methods to ``Tensor`` and fills ``registry.NAMESPACES`` for ``ndgrad``'s p
 """
 
 from . import pointwise, reduce, shape, index, linalg, nn  # noqa: F401  (order: composites use the others)
-from . import conv, norm, loss  # noqa: F401
+from . import conv, norm, loss, ctc  # noqa: F401
 from . import rnn  # noqa: F401
 from . import factory, sorting, random  # noqa: F401
 from . import composite  # noqa: F401
