@@ -480,18 +480,24 @@ class Optimizer:
         return None if g is None else g._data
 
 
-class _AdamVariant(Optimizer):
-    """What NAdam and RAdam share: the flags an older state dict may lack, and the step's first
-    part (weight decay, then the moments), in Tensor ops under ``no_grad``."""
+class _WithFlags(Optimizer):
+    """An optimizer whose groups gained flags over PyTorch's versions: a group of an older state
+    dict gets each one's default (``_FLAGS``) when unpickled."""
 
-    _FLAGS = (("maximize", False), ("foreach", None), ("capturable", False), ("differentiable", False),
-              ("decoupled_weight_decay", False))
+    _FLAGS = (("maximize", False), ("foreach", None), ("capturable", False), ("differentiable", False))
 
     def __setstate__(self, state):
         super().__setstate__(state)
         for group in self.param_groups:
             for key, val in self._FLAGS:
                 group.setdefault(key, val)
+
+
+class _AdamVariant(_WithFlags):
+    """What NAdam and RAdam share: their flags, and the step's first part (weight decay, then
+    the moments), in Tensor ops under ``no_grad``."""
+
+    _FLAGS = _WithFlags._FLAGS + (("decoupled_weight_decay", False),)
 
     @staticmethod
     def _moments(p, grad, state, lr, beta1, beta2, weight_decay, maximize, decoupled) -> tuple:

@@ -34,6 +34,14 @@ CONFIGS = {
               dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, eps=1e-6)],
     "Adagrad": [dict(), dict(lr=0.1, lr_decay=0.1), dict(lr=0.1, weight_decay=0.1),
                 dict(lr=0.1, initial_accumulator_value=0.5), dict(lr=0.1, eps=1e-3, maximize=True)],
+    "Adamax": [dict(), dict(lr=0.01, betas=(0.8, 0.9)), dict(lr=0.01, weight_decay=0.1),
+               dict(lr=0.05, eps=1e-3, maximize=True)],
+    "ASGD": [dict(), dict(lr=0.05, lambd=0.1, alpha=0.5), dict(lr=0.05, t0=2),
+             dict(lr=0.05, t0=1, weight_decay=0.1, maximize=True)],
+    "Rprop": [dict(), dict(lr=0.05, etas=(0.3, 1.5)), dict(lr=0.05, step_sizes=(0.02, 0.08)),
+              dict(lr=0.05, maximize=True)],
+    "Adafactor": [dict(), dict(lr=0.05, beta2_decay=-0.5), dict(lr=0.05, eps=(1e-4, 1e-2), d=1.5),
+                  dict(lr=0.05, weight_decay=0.1, maximize=True)],
 }
 CASES = [(name, i) for name, cfgs in CONFIGS.items() for i in range(len(cfgs))]
 SHAPES = [(3, 4), (4,), ()]
@@ -106,12 +114,13 @@ def test_state_dict_round_trip(name, i, torch_or_skip):
     opt2.load_state_dict(sd)
     assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
     resumed = _run(ndgrad, params2, opt2, range(3, 5), dtype)
-    if name == "NAdam":
-        # NOTE(pytorch): loading casts mu_product (float32 state) to the parameter's dtype, so a
-        # resumed run differs from a straight one in the last bits; it must match torch's resumed.
+    if name in ("NAdam", "ASGD"):
+        # NOTE(pytorch): loading casts float32 state (NAdam's mu_product, ASGD's eta and mu) to
+        # the parameter's dtype, so a resumed run differs from a straight one in the last bits;
+        # it must match torch's resumed.
         tparams2 = [torch_or_skip.tensor(p.detach().numpy().copy(), requires_grad=True)
                     for p in tparams]
-        topt2 = torch_or_skip.optim.NAdam(tparams2, **kw)
+        topt2 = getattr(torch_or_skip.optim, name)(tparams2, **kw)
         topt2.load_state_dict(tsd)
         straight = [None] * 3 + _run(torch_or_skip, tparams2, topt2, range(3, 5), dtype)
         for a, b in zip(resumed, straight[3:]):
@@ -123,7 +132,7 @@ def test_state_dict_round_trip(name, i, torch_or_skip):
             np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize("name", ["NAdam", "RAdam"])
+@pytest.mark.parametrize("name", ["NAdam", "RAdam", "Adamax", "ASGD", "Rprop"])
 def test_complex_parameters_update_as_real_pairs(name, torch_or_skip):
     rng = np.random.default_rng(3)
     init = rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))
@@ -131,7 +140,7 @@ def test_complex_parameters_update_as_real_pairs(name, torch_or_skip):
     out = []
     for T in (ndgrad, torch_or_skip):
         p = T.tensor(init, requires_grad=True)
-        opt = getattr(T.optim, name)([p], lr=0.05, weight_decay=0.1)
+        opt = getattr(T.optim, name)([p], lr=0.05, **({} if name == "Rprop" else {"weight_decay": 0.1}))
         for g in grads:
             p.grad = T.tensor(g)
             opt.step()
@@ -250,6 +259,18 @@ ERRORS = [
     (lambda T: T.optim.RAdam([_p(T)], eps=-1), ValueError),
     (lambda T: T.optim.Adagrad([_p(T)], lr_decay=-1), ValueError),
     (lambda T: T.optim.Adagrad([_p(T)], initial_accumulator_value=-1), ValueError),
+    (lambda T: T.optim.Adamax([_p(T)], betas=(0.9, 1.0)), ValueError),
+    (lambda T: T.optim.Adamax([_p(T)], eps=-1), ValueError),
+    (lambda T: T.optim.ASGD([_p(T)], lr=-1), ValueError),
+    (lambda T: T.optim.ASGD([_p(T)], weight_decay=-1), ValueError),
+    (lambda T: T.optim.Rprop([_p(T)], etas=(1.1, 1.2)), ValueError),
+    (lambda T: T.optim.Rprop([_p(T)], etas=(0.5, 0.9)), ValueError),
+    (lambda T: T.optim.Adafactor([_p(T)], lr=-1), ValueError),
+    (lambda T: T.optim.Adafactor([_p(T)], beta2_decay=0.1), ValueError),
+    (lambda T: T.optim.Adafactor([_p(T)], eps=(-1, 1e-3)), ValueError),
+    (lambda T: T.optim.Adafactor([_p(T)], eps=(None, -1)), ValueError),
+    (lambda T: T.optim.Adafactor([_p(T)], d=0.5), ValueError),
+    (lambda T: T.optim.Adafactor([_p(T)], weight_decay=-1), ValueError),
     (lambda T: T.optim.SGD([_p(T)], lr=0.1).add_param_group([_p(T)]), TypeError),
     (lambda T: (lambda p: T.optim.SGD([p]).add_param_group({"params": p}))(_p(T)), ValueError),
     (lambda T: T.optim.SGD([_p(T)]).load_state_dict(
