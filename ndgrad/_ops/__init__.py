@@ -11,4 +11,5 @@ from . import factory, sorting, random  # noqa: F401
 from . import composite  # noqa: F401
 from . import arrange, products, numeric, scatter  # noqa: F401  (torch.* stacks, products, numerics, scatters)
 from . import fft  # noqa: F401  (torch.fft: c2c, r2c, c2r and the composites on them)
+from . import lu  # noqa: F401  (the LU family: getrf on arrays, PyTorch's gradients)
 from .registry import NAMESPACES, OPS, dispatch, pop_mode, push_mode  # noqa: F401

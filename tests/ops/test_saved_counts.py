@@ -65,6 +65,8 @@ FEWER = {
     "linalg_svdvals": "torch saves U and Vh too",
     "linalg_eigvalsh": "ndgrad saves A and recomputes the eigenvectors; torch saves both outputs",
     "linalg_cond": "a composite of svdvals (one saved SVD): torch's saves more",
+    "linalg_lu_solve": "torch saves LU, pivots and the result for either input; B's formula reads only LU and pivots",
+    "lu_solve": "linalg_lu_solve with only b requiring grad saves LU and pivots; torch also the result",
     "max_pool2d_with_indices": "the formula reads the indices and self's shape; torch: self too",
     "pow.Tensor_Tensor": _OUT,
     "clamp": "torch saves self, min and max for any gradient; a bound's formula reads self and it",
