@@ -348,7 +348,7 @@ def _generate(rec, pos, direct, rule, progs=None, inline=None):
           for k in _Meta.__slots__]
     L.append("    return out")
     src = "\n".join(L) + "\n"
-    env.update({"_T": Tensor, "_nd": np.ndarray, "_NO_FW": _NO_FW, "_direct": direct, "_active": _active,
+    env.update({"_T": Tensor, "_nd": np.ndarray, "_direct": direct, "_active": _active,
                 "_rec": rec, "_general": _general, "_rule": rule, "_progs": {} if progs is None else progs,
                 "_MISS": _MISS, "_learn": _learn, "_set": _set, "_new": object.__new__, "_Meta": _Meta,
                 "_state": _state, "_make": _make})

@@ -50,10 +50,11 @@ class ASGD(_WithFlags):
                     state["mu"] = _new_state(np.ones((), np.float32))
                     state["ax"] = zeros_like(p)
                 with no_grad():
-                    g = _grad_ops(p, grad, group["maximize"], 0)
-                    pr, g, ax = _as_real(p), _as_real(g), _as_real(state["ax"])
+                    # weight decay on the complex parameter is PyTorch's on its real view, bit
+                    # for bit (a real scalar times each part)
+                    g = _as_real(_grad_ops(p, grad, group["maximize"], group["weight_decay"]))
+                    pr, ax = _as_real(p), _as_real(state["ax"])
                     state["step"].add_(1)
-                    g = _grad_ops(pr, g, False, group["weight_decay"])
                     eta = float(state["eta"].item())
                     pr.mul_(1 - lambd * eta)
                     pr.add_(g, alpha=-eta)
